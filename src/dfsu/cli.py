@@ -1,0 +1,213 @@
+"""The `dfsu` command line: one subcommand per stage, each a thin call into the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from dfsu import __version__
+from dfsu.errors import DfsuError
+
+
+def _add_config_args(p: argparse.ArgumentParser, default: str | None = "tiny") -> None:
+    p.add_argument(
+        "--config",
+        default=default,
+        help="YAML config path or shipped name (tiny, small, paper-pythia410m); default: %(default)s",
+    )
+    p.add_argument(
+        "overrides", nargs="*", metavar="key.sub=value", help="config overrides, e.g. target.epochs=2"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dfsu",
+        description="Data-free selective unlearning of memorized PII in causal language models.",
+    )
+    parser.add_argument("--version", action="version", version=f"dfsu {__version__}")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or chatter")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    pii = sub.add_parser("pii", help="inspect or generate PII record files").add_subparsers(
+        dest="pii_command", required=True
+    )
+    inspect = pii.add_parser("inspect", help="what an AI4Privacy-style file holds")
+    inspect.add_argument("file", help="JSONL, JSON, parquet file or a datasets directory")
+    inspect.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    gen = pii.add_parser("generate", help="write generated AI4Privacy-look-alike records")
+    gen.add_argument("--n", type=int, default=100, help="number of records (default: %(default)s)")
+    gen.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
+    gen.add_argument("--locales", default="en_US", help="comma-separated Faker locales")
+    gen.add_argument("--out", required=True, help="output JSONL file")
+
+    corpus = sub.add_parser("build-corpus", help="records + general corpus + injection -> RUN/data")
+    _add_config_args(corpus)
+    corpus.add_argument("--out", required=True, help="run directory (created 0700)")
+
+    target = sub.add_parser(
+        "train-target", help="train the target LM on RUN/data (built first if missing)"
+    )
+    _add_config_args(target)
+    target.add_argument("--out", required=True, help="run directory")
+
+    demo = sub.add_parser("demo", help="the embedded tiny default end to end, with a summary")
+    demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
+    _add_config_args(demo)
+
+    show = sub.add_parser("config", help="print a resolved config as YAML")
+    _add_config_args(show)
+    return parser
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_pii_inspect(args: argparse.Namespace) -> int:
+    from dfsu.pii import read_pii_file
+
+    result = read_pii_file(args.file)
+    summary = result.summary()
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"[bold]{args.file}[/]: {summary['records']} valid records, {summary['spans']} spans, "
+        f"{len(summary['rejected'])} rejected rows"
+    )
+    table = Table("label", "spans", "known")
+    for label, count in summary["labels"].items():
+        table.add_row(label, str(count), "no" if label in summary["unknown_labels"] else "yes")
+    console.print(table)
+    for rej in summary["rejected"][:20]:
+        console.print(f"  row {rej['line']}: {rej['reason']}", markup=False)
+    if len(summary["rejected"]) > 20:
+        console.print(f"  ... and {len(summary['rejected']) - 20} more (use --json for all)")
+    return 0
+
+
+def cmd_pii_generate(args: argparse.Namespace) -> int:
+    from dfsu.pii import generate_records
+    from dfsu.rundir import atomic_write_jsonl
+
+    if args.n <= 0:
+        raise DfsuError("--n: must be > 0")
+    records = generate_records(args.n, seed=args.seed, locales=args.locales.split(","))
+    atomic_write_jsonl(Path(args.out), (r.to_dict() for r in records))
+    print(f"wrote {len(records)} records to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_build_corpus(args: argparse.Namespace) -> int:
+    from dfsu.config import load_config
+    from dfsu.corpus import build_corpus
+
+    cfg = load_config(args.config, args.overrides)
+    data = build_corpus(cfg, args.out)
+    stats = json.loads((data / "stats.json").read_text())
+    print(
+        f"{data}: {stats['records']} records in {len(stats['groups'])} groups, "
+        f"{stats['train_rows']} training rows",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _ensure_corpus(cfg, run: Path) -> None:
+    from dfsu.corpus import build_corpus
+    from dfsu.ui import info
+
+    if not (run / "data" / "train.jsonl").is_file():
+        info(f"{run}/data missing: building the corpus first")
+        build_corpus(cfg, run)
+
+
+def cmd_train_target(args: argparse.Namespace) -> int:
+    from dfsu.config import load_config
+    from dfsu.target import train_target
+
+    cfg = load_config(args.config, args.overrides)
+    run = Path(args.out)
+    _ensure_corpus(cfg, run)
+    out = train_target(cfg, run)
+    _print_target_summary(out)
+    return 0
+
+
+def _print_target_summary(target: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    probe = json.loads((target / "memorization_probe.json").read_text())
+    metrics = json.loads((target / "metrics.json").read_text())
+    table = Table("group", "exposure", "records", "memorized", "share", title="memorization probe")
+    for g in probe["groups"]:
+        table.add_row(
+            str(g["group"]), str(g["exposure"]), str(g["records"]), str(g["memorized"]),
+            f"{100 * g['share']:.0f}%",
+        )
+    console = Console()
+    console.print(table)
+    console.print(
+        f"held-out perplexity {metrics['eval_ppl']:.2f}; {metrics['parameters'] / 1e6:.2f}M "
+        f"parameters; {metrics['steps']} steps in {metrics['seconds']:.0f}s on {metrics['device']}; "
+        f"exposure-share rank correlation {probe['spearman_exposure_share']:.2f}"
+    )
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from dfsu.config import load_config
+    from dfsu.corpus import build_corpus
+    from dfsu.target import train_target
+
+    cfg = load_config(args.config, args.overrides)
+    run = Path(args.out)
+    build_corpus(cfg, run)
+    target = train_target(cfg, run)
+    _print_target_summary(target)
+    print(f"run directory: {run}", file=sys.stderr)
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from dfsu.config import dump_config, load_config
+
+    print(dump_config(load_config(args.config, args.overrides)), end="")
+    return 0
+
+
+COMMANDS = {
+    "build-corpus": cmd_build_corpus,
+    "train-target": cmd_train_target,
+    "demo": cmd_demo,
+    "config": cmd_config,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from dfsu.ui import set_quiet
+
+    set_quiet(args.quiet)
+    if args.command == "pii":
+        handler = {"inspect": cmd_pii_inspect, "generate": cmd_pii_generate}[args.pii_command]
+    else:
+        handler = COMMANDS[args.command]
+    try:
+        return handler(args)
+    except DfsuError as exc:
+        print(f"dfsu: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dfsu: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The run directory: created 0700 (it holds PII), atomic writes, the manifest."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from dfsu.config import RunConfig, dump_config
+from dfsu.errors import DfsuError
+
+
+def create_run_dir(path: str | Path) -> Path:
+    """Create RUN (and parents) with mode 0700; an existing RUN is tightened to 0700."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise DfsuError(f"{path}: exists and is not a directory")
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file via a temporary sibling and a rename, so readers never see half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def atomic_write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+@contextlib.contextmanager
+def staged_dir(final: Path) -> Iterator[Path]:
+    """Yield a temporary directory that replaces ``final`` only when the block succeeds."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise DfsuError(f"{path}: missing (run the stage that writes it first)")
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise DfsuError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+    return rows
+
+
+def file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def save_config(run: Path, cfg: RunConfig) -> None:
+    atomic_write_text(run / "config.yaml", dump_config(cfg))
+
+
+def record_stage(run: Path, stage: str, inputs: dict[str, str], seconds: float) -> None:
+    """Mark a stage done in RUN/manifest.json with the hashes of its inputs and its wall time."""
+    path = run / "manifest.json"
+    manifest = json.loads(path.read_text()) if path.is_file() else {"stages": {}}
+    manifest["stages"][stage] = {
+        "status": "done",
+        "inputs": inputs,
+        "seconds": round(seconds, 2),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    atomic_write_json(path, manifest)

@@ -1,0 +1,396 @@
+"""The target causal LM: a byte-level BPE tokenizer, a GPT-NeoX model, (continued) pre-training
+on the injected corpus, held-out perplexity, and the memorization probe.
+
+``train_target(cfg, run)`` is the stage; it writes RUN/target/ (model + tokenizer in
+safetensors, train_log.jsonl, memorization_probe.json, metrics.json).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
+
+from dfsu.config import RunConfig, TargetConfig
+from dfsu.corpus import read_records
+from dfsu.errors import DfsuError
+from dfsu.pii import PiiRecord
+from dfsu.rundir import (
+    atomic_write_json,
+    create_run_dir,
+    file_hash,
+    read_jsonl,
+    record_stage,
+    save_config,
+    staged_dir,
+)
+from dfsu.ui import info, progress_bar
+
+EOS = "<|endoftext|>"
+PAD = "<|padding|>"
+
+
+# --------------------------------------------------------------------------- tokenizer and model
+
+
+def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer (GPT-2/Pythia style) trained on the texts."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS, PAD],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=EOS, eos_token=EOS, unk_token=EOS, pad_token=PAD
+    )
+
+
+def build_model(tc: TargetConfig, vocab_size: int, eos_id: int, pad_id: int) -> GPTNeoXForCausalLM:
+    """A GPT-NeoX (Pythia architecture) model from the config."""
+    config = GPTNeoXConfig(
+        vocab_size=vocab_size,
+        hidden_size=tc.hidden_size,
+        num_hidden_layers=tc.num_layers,
+        num_attention_heads=tc.num_heads,
+        intermediate_size=tc.intermediate_size,
+        max_position_embeddings=max(tc.block_size, 512),
+        rotary_pct=0.25,
+        use_parallel_residual=True,
+        tie_word_embeddings=False,
+        bos_token_id=eos_id,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+    )
+    return GPTNeoXForCausalLM(config)
+
+
+def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[Any, Any]:
+    """Model + tokenizer from a local directory; a clear error when it is not a causal LM."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DfsuError(f"{path}: not a model directory")
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise DfsuError(f"{path}: no readable model config ({str(exc).splitlines()[0]})") from None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            path, use_safetensors=True, trust_remote_code=trust_remote_code
+        )
+    except ValueError as exc:
+        kind = getattr(config, "model_type", "?")
+        raise DfsuError(
+            f"{path}: not a causal LM (model_type {kind!r}: {str(exc).splitlines()[0]})"
+        ) from None
+    except OSError as exc:
+        raise DfsuError(f"{path}: weights not loadable ({str(exc).splitlines()[0]})") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise DfsuError(f"{path}: no usable tokenizer ({str(exc).splitlines()[0]})") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise DfsuError("target.device: cuda requested but no CUDA device is available")
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA, nothing on CPU (fp32 is faster there)."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast("cpu", enabled=False)
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def pack_documents(docs: list[list[int]], block_size: int, eos_id: int) -> list[list[int]]:
+    """Pack EOS-prefixed documents into blocks of at most block_size tokens.
+
+    A document is never split between blocks unless it is longer than a block, so each
+    injected record is seen whole, starting right after an EOS as at probe time.
+    """
+    blocks: list[list[int]] = []
+    current: list[int] = []
+    for ids in docs:
+        doc = [eos_id, *ids]
+        pieces = [doc[i : i + block_size] for i in range(0, len(doc), block_size)]
+        for piece in pieces:
+            if len(current) + len(piece) > block_size:
+                blocks.append(current)
+                current = []
+            current = current + piece
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def collate(blocks: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(len(b) for b in blocks)
+    ids = torch.full((len(blocks), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(blocks), width), dtype=torch.long)
+    for i, b in enumerate(blocks):
+        ids[i, : len(b)] = torch.tensor(b)
+        mask[i, : len(b)] = 1
+    labels = ids.masked_fill(mask == 0, -100)
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+@torch.no_grad()
+def heldout_perplexity(
+    model: PreTrainedModel, docs: list[list[int]], block_size: int, eos_id: int, pad_id: int,
+    device: torch.device, batch_size: int = 16,
+) -> float:
+    """Token-weighted perplexity over held-out documents (packed like training, pads excluded)."""
+    model.eval()
+    blocks = pack_documents(docs, block_size, eos_id)
+    total_loss, total_tokens = 0.0, 0
+    for i in range(0, len(blocks), batch_size):
+        batch = {k: v.to(device) for k, v in collate(blocks[i : i + batch_size], pad_id).items()}
+        with autocast(device):
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        targets = batch["labels"][:, 1:]
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].float().reshape(-1, logits.size(-1)),
+            targets.reshape(-1),
+            ignore_index=-100,
+            reduction="sum",
+        )
+        total_loss += loss.item()
+        total_tokens += int((targets != -100).sum())
+    model.train()
+    return math.exp(total_loss / max(total_tokens, 1))
+
+
+@torch.no_grad()
+def greedy_continuations(
+    model: PreTrainedModel, tokenizer: Any, prompts: list[str], max_new_tokens: int,
+    device: torch.device, batch_size: int = 32,
+) -> list[str]:
+    """Greedy continuations of EOS-prefixed prompts, batched with left padding."""
+    model.eval()
+    tokenizer.padding_side = "left"
+    outputs = []
+    for i in range(0, len(prompts), batch_size):
+        chunk = [tokenizer.eos_token + p for p in prompts[i : i + batch_size]]
+        enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        with autocast(device):
+            out = model.generate(
+                **enc,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+            )
+        new = out[:, enc["input_ids"].shape[1] :]
+        outputs += tokenizer.batch_decode(new, skip_special_tokens=True)
+    return outputs
+
+
+def memorization_probe(
+    model: PreTrainedModel, tokenizer: Any, records: list[PiiRecord], max_new_tokens: int,
+    device: torch.device,
+) -> dict[str, Any]:
+    """Per exposure group: the share of records whose greedy continuation of the text before
+    the first entity contains that entity. No entity value is written, only counts."""
+    # The prefix ends in a space that byte-level BPE glues to the next word: prompt without it.
+    prompts = [r.prefix().rstrip() for r in records]
+    continuations = greedy_continuations(model, tokenizer, prompts, max_new_tokens, device)
+    groups: dict[int, dict[str, Any]] = {}
+    for record, text in zip(records, continuations, strict=True):
+        g = groups.setdefault(
+            record.meta["group"],
+            {"group": record.meta["group"], "exposure": record.meta["exposure"], "records": 0,
+             "memorized": 0},
+        )
+        g["records"] += 1
+        g["memorized"] += int(record.first_span().value in text)
+    rows = [groups[k] for k in sorted(groups)]
+    for g in rows:
+        g["share"] = round(g["memorized"] / g["records"], 4)
+    shares = [g["share"] for g in rows]
+    return {
+        "groups": rows,
+        "overall_share": round(sum(g["memorized"] for g in rows) / len(records), 4),
+        "top_group_share": shares[-1],
+        # Memorization should grow with exposure: rank correlation of group vs share.
+        "spearman_exposure_share": round(_spearman(list(range(len(shares))), shares), 4),
+        "max_new_tokens": max_new_tokens,
+    }
+
+
+def _spearman(x: list[float], y: list[float]) -> float:
+    def ranks(v: list[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+
+    rx, ry = ranks(x), ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    sx = math.sqrt(sum((a - mx) ** 2 for a in rx))
+    sy = math.sqrt(sum((b - my) ** 2 for b in ry))
+    return cov / (sx * sy) if sx and sy else 0.0
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def _lr_at(step: int, total: int, tc: TargetConfig) -> float:
+    """Linear warm-up, then cosine decay to min_lr_ratio * lr."""
+    if step < tc.warmup_steps:
+        return tc.lr * (step + 1) / tc.warmup_steps
+    progress = (step - tc.warmup_steps) / max(1, total - tc.warmup_steps)
+    floor = tc.min_lr_ratio
+    return tc.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def train_target(cfg: RunConfig, run: str | Path) -> Path:
+    """Stage: tokenizer + GPT-NeoX trained on RUN/data/train.jsonl -> RUN/target/."""
+    started = time.time()
+    run = create_run_dir(run)
+    tc = cfg.target
+    train_texts = [row["text"] for row in read_jsonl(run / "data" / "train.jsonl")]
+    eval_texts = [row["text"] for row in read_jsonl(run / "data" / "eval_general.jsonl")]
+    records = read_records(run)
+    torch.manual_seed(cfg.seed)
+    device = pick_device(tc.device)
+
+    # Setup: a tokenizer trained on the corpus and a fresh model, or a local checkpoint.
+    if tc.init_from:
+        model, tokenizer = load_causal_lm(tc.init_from)
+        info(f"continued pre-training of {tc.init_from}")
+    else:
+        tokenizer = train_tokenizer(train_texts + eval_texts, tc.vocab_size)
+        model = build_model(tc, len(tokenizer), tokenizer.eos_token_id, tokenizer.pad_token_id)
+    model.to(device)
+    eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+    train_ids = tokenizer(train_texts, add_special_tokens=False)["input_ids"]
+    eval_ids = tokenizer(eval_texts, add_special_tokens=False)["input_ids"]
+    n_params = sum(p.numel() for p in model.parameters())
+    n_tokens = sum(len(x) + 1 for x in train_ids)
+    info(f"target: {n_params / 1e6:.2f}M parameters, {n_tokens:,} training tokens, {device}")
+
+    # Optimizer: AdamW without decay on biases and norms, cosine schedule with warm-up.
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0}],
+        lr=tc.lr,
+        betas=(0.9, 0.95),
+        fused=device.type == "cuda",
+    )
+    blocks_per_epoch = len(pack_documents(train_ids, tc.block_size, eos_id))
+    total_steps = max(1, math.ceil(math.ceil(blocks_per_epoch / tc.batch_size) * tc.epochs))
+
+    # Loop: every epoch reshuffles the documents (new neighbours in each packed block).
+    rng = random.Random(cfg.seed)
+    log: list[dict[str, Any]] = []
+    step, epoch = 0, 0
+    model.train()
+    with progress_bar("train target", total_steps) as bar:
+        while step < total_steps:
+            order = list(range(len(train_ids)))
+            rng.shuffle(order)
+            blocks = pack_documents([train_ids[i] for i in order], tc.block_size, eos_id)
+            for start in range(0, len(blocks), tc.batch_size):
+                if step >= total_steps:
+                    break
+                lr = _lr_at(step, total_steps, tc)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                batch_blocks = blocks[start : start + tc.batch_size]
+                loss_sum = 0.0
+                for lo in range(0, len(batch_blocks), tc.micro_batch_size):
+                    micro = batch_blocks[lo : lo + tc.micro_batch_size]
+                    batch = {k: v.to(device) for k, v in collate(micro, pad_id).items()}
+                    with autocast(device):
+                        # Weighted by the micro-batch's share of the batch (gradient accumulation).
+                        loss = model(**batch).loss * len(micro) / len(batch_blocks)
+                    loss.backward()
+                    loss_sum += loss.item()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                entry: dict[str, Any] = {"step": step, "epoch": epoch, "lr": lr, "loss": loss_sum}
+                if step % tc.eval_every == 0 or step == total_steps:
+                    entry["eval_ppl"] = heldout_perplexity(
+                        model, eval_ids, tc.block_size, eos_id, pad_id, device
+                    )
+                log.append(entry)
+                shown = f"loss {loss_sum:.3f}" + (
+                    f" ppl {entry['eval_ppl']:.2f}" if "eval_ppl" in entry else ""
+                )
+                bar.update(0, advance=1, info=shown)
+            epoch += 1
+
+    # Measure: held-out perplexity and how much of each exposure group the model recites.
+    ppl = heldout_perplexity(model, eval_ids, tc.block_size, eos_id, pad_id, device)
+    probe = memorization_probe(model, tokenizer, records, tc.probe_max_new_tokens, device)
+    seconds = time.time() - started
+    metrics = {
+        "parameters": n_params,
+        "train_tokens": n_tokens,
+        "steps": total_steps,
+        "eval_ppl": ppl,
+        "seconds": round(seconds, 1),
+        "device": device.type,
+    }
+
+    # Save: the whole directory appears at once (safetensors weights + tokenizer + logs).
+    model.to("cpu")
+    with staged_dir(run / "target") as out:
+        model.save_pretrained(out)
+        tokenizer.padding_side = "right"
+        tokenizer.save_pretrained(out)
+        (out / "train_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
+        atomic_write_json(out / "memorization_probe.json", probe)
+        atomic_write_json(out / "metrics.json", metrics)
+    save_config(run, cfg)
+    record_stage(
+        run,
+        "target",
+        {"config": file_hash(run / "config.yaml"), "train": file_hash(run / "data" / "train.jsonl")},
+        seconds,
+    )
+    return run / "target"
