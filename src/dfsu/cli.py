@@ -15,10 +15,13 @@ def _add_config_args(p: argparse.ArgumentParser, default: str | None = "tiny") -
     p.add_argument(
         "--config",
         default=default,
-        help="YAML config path or shipped name (tiny, small, paper-pythia410m); default: %(default)s",
+        help="YAML path or shipped name (tiny, small, paper-pythia410m); default: %(default)s",
     )
     p.add_argument(
-        "overrides", nargs="*", metavar="key.sub=value", help="config overrides, e.g. target.epochs=2"
+        "overrides",
+        nargs="*",
+        metavar="key.sub=value",
+        help="config overrides, e.g. target.epochs=2",
     )
 
 
@@ -149,14 +152,18 @@ def _print_target_summary(target: Path) -> None:
     table = Table("group", "exposure", "records", "memorized", "share", title="memorization probe")
     for g in probe["groups"]:
         table.add_row(
-            str(g["group"]), str(g["exposure"]), str(g["records"]), str(g["memorized"]),
+            str(g["group"]),
+            str(g["exposure"]),
+            str(g["records"]),
+            str(g["memorized"]),
             f"{100 * g['share']:.0f}%",
         )
     console = Console()
     console.print(table)
     console.print(
         f"held-out perplexity {metrics['eval_ppl']:.2f}; {metrics['parameters'] / 1e6:.2f}M "
-        f"parameters; {metrics['steps']} steps in {metrics['seconds']:.0f}s on {metrics['device']}; "
+        f"parameters; {metrics['steps']} steps in {metrics['seconds']:.0f}s "
+        f"on {metrics['device']}; "
         f"exposure-share rank correlation {probe['spearman_exposure_share']:.2f}"
     )
 

@@ -62,7 +62,9 @@ class CorpusConfig:
     eval_documents: int = _f(200, "held-out general documents for perplexity")
     num_groups: int = _f(10, "exposure groups the records are split into")
     exposure_step: int = _f(3, "group i is repeated exposure_step * i times (paper: 10)")
-    nli_source: str | None = _f(None, "MNLI-format JSONL (premise, hypothesis, label); null = generate")
+    nli_source: str | None = _f(
+        None, "MNLI-format JSONL (premise, hypothesis, label); null = generate"
+    )
     nli_train: int = _f(400, "NLI examples mixed into training as text")
     nli_eval: int = _f(150, "held-out NLI examples for Scenario II accuracy")
 
@@ -100,7 +102,9 @@ class TargetConfig:
 
     def __post_init__(self) -> None:
         _check(self.vocab_size >= 300, "target.vocab_size", "must be >= 300 (256 bytes + merges)")
-        _check(self.hidden_size % self.num_heads == 0, "target.hidden_size", "not divisible by heads")
+        _check(
+            self.hidden_size % self.num_heads == 0, "target.hidden_size", "not divisible by heads"
+        )
         _check(self.block_size >= 16, "target.block_size", "must be >= 16")
         _check(self.epochs > 0, "target.epochs", "must be > 0")
         _check(self.lr > 0, "target.lr", "must be > 0")
@@ -225,6 +229,8 @@ def _build(cls: type, values: dict[str, Any], prefix: str) -> Any:
                 raise DfsuError(f"config: {path}: expected a mapping, got {value!r}")
             kwargs[key] = _build(tp, value, f"{path}.")
         else:
+            if isinstance(value, str) and _type_ok(1.0, tp) and not _type_ok(value, tp):
+                value = _as_float(value)  # YAML 1.1 reads "1e-3" as a string
             if not _type_ok(value, tp):
                 raise DfsuError(f"config: {path}: expected {_type_name(tp)}, got {value!r}")
             kwargs[key] = float(value) if tp is float else value
@@ -232,6 +238,13 @@ def _build(cls: type, values: dict[str, Any], prefix: str) -> Any:
         return cls(**kwargs)
     except TypeError as exc:  # pragma: no cover - guarded by the checks above
         raise DfsuError(f"config: {prefix.rstrip('.') or 'run'}: {exc}") from None
+
+
+def _as_float(text: str) -> Any:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _type_name(tp: Any) -> str:

@@ -77,17 +77,23 @@ def _sentence(t: _Topic, rng: random.Random) -> str:
     obj = t.obj_for(v, rng)
     shapes = [
         lambda: f"The {t.adj_for(n1, rng)} {n1} {v} the {obj}.",
-        lambda: f"The {t.role(rng)} in {t.place(rng)} {v} the {t.adj_for(obj, rng)} {obj} "
-        f"{_PREPS(rng)} the {n2}.",
+        lambda: (
+            f"The {t.role(rng)} in {t.place(rng)} {v} the {t.adj_for(obj, rng)} {obj} "
+            f"{_PREPS(rng)} the {n2}."
+        ),
         lambda: f"According to the {t.role(rng)}, the {n1} was {t.adj_for(n1, rng)}.",
         lambda: f"Every {_TIMES(rng)}, the {t.role(rng)} {v} the {obj} {_ADVERBS(rng)}.",
         lambda: f"The {n1} of {t.place(rng)} {v} the {obj} {_PREPS(rng)} the {n2}.",
         lambda: f"{t.place(rng)} is known for its {t.adj_for(n1, rng)} {n1}.",
         lambda: f"When the {t.role(rng)} {v} the {obj}, the {n2} became {t.adj_for(n2, rng)}.",
-        lambda: f"In {rng.randint(1850, 2020)}, a {t.role(rng)} named "
-        f"{rng.choice(FUNCTION['names'])} {v} the {obj}.",
-        lambda: f"{rng.choice(FUNCTION['connectors'])}, the {t.adj_for(n1, rng)} {n1} and the "
-        f"{n2} were {_ADVERBS(rng)} {v}.",
+        lambda: (
+            f"In {rng.randint(1850, 2020)}, a {t.role(rng)} named "
+            f"{rng.choice(FUNCTION['names'])} {v} the {obj}."
+        ),
+        lambda: (
+            f"{rng.choice(FUNCTION['connectors'])}, the {t.adj_for(n1, rng)} {n1} and the "
+            f"{n2} were {_ADVERBS(rng)} {v}."
+        ),
         lambda: f"Most {t.role(rng)}s agree that the {n1} is {t.adj_for(n1, rng)}.",
     ]
     return rng.choice(shapes)()
@@ -205,14 +211,19 @@ def generate_nli(n: int, seed: int) -> list[dict[str, str]]:
         elif label == "contradiction":
             other = rng.choice([d for d in FUNCTION["days"] if d != day])
             hypothesis = rng.choice(
-                [f"Nobody {verb} the {noun} in {place}.", f"{name} {verb} nothing on {day}.",
-                 f"{name} {verb} the {noun} only on {other}."]
+                [
+                    f"Nobody {verb} the {noun} in {place}.",
+                    f"{name} {verb} nothing on {day}.",
+                    f"{name} {verb} the {noun} only on {other}.",
+                ]
             )
         else:
             hypothesis = rng.choice(
-                [f"{name} {verb} the {noun} because of the {t.noun(rng)}.",
-                 f"{name} was with a {t.role(rng)} on {day}.",
-                 f"The {noun} belonged to a {t.role(rng)}."]
+                [
+                    f"{name} {verb} the {noun} because of the {t.noun(rng)}.",
+                    f"{name} was with a {t.role(rng)} on {day}.",
+                    f"The {noun} belonged to a {t.role(rng)}.",
+                ]
             )
         rows.append({"premise": premise, "hypothesis": hypothesis, "label": label})
     rng.shuffle(rows)
@@ -243,7 +254,9 @@ def load_nli(path: str | Path, limit: int | None = None) -> list[dict[str, str]]
             if label not in NLI_LABELS:
                 if label in (-1, "-"):
                     continue  # MNLI rows without a gold label
-                raise DfsuError(f"{path}: line {number}: label {label!r} is not one of {NLI_LABELS}")
+                raise DfsuError(
+                    f"{path}: line {number}: label {label!r} is not one of {NLI_LABELS}"
+                )
             rows.append({"premise": premise, "hypothesis": hypothesis, "label": label})
             if limit and len(rows) >= limit:
                 break
@@ -366,7 +379,10 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
     record_stage(
         run,
         "corpus",
-        {"config": file_hash(run / "config.yaml"), "train": file_hash(run / "data" / "train.jsonl")},
+        {
+            "config": file_hash(run / "config.yaml"),
+            "train": file_hash(run / "data" / "train.jsonl"),
+        },
         time.time() - started,
     )
     return run / "data"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import transformers
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -169,8 +170,13 @@ def collate(blocks: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
 
 @torch.no_grad()
 def heldout_perplexity(
-    model: PreTrainedModel, docs: list[list[int]], block_size: int, eos_id: int, pad_id: int,
-    device: torch.device, batch_size: int = 16,
+    model: PreTrainedModel,
+    docs: list[list[int]],
+    block_size: int,
+    eos_id: int,
+    pad_id: int,
+    device: torch.device,
+    batch_size: int = 16,
 ) -> float:
     """Token-weighted perplexity over held-out documents (packed like training, pads excluded)."""
     model.eval()
@@ -179,7 +185,9 @@ def heldout_perplexity(
     for i in range(0, len(blocks), batch_size):
         batch = {k: v.to(device) for k, v in collate(blocks[i : i + batch_size], pad_id).items()}
         with autocast(device):
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            logits = model(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+            ).logits
         targets = batch["labels"][:, 1:]
         loss = torch.nn.functional.cross_entropy(
             logits[:, :-1].float().reshape(-1, logits.size(-1)),
@@ -195,8 +203,12 @@ def heldout_perplexity(
 
 @torch.no_grad()
 def greedy_continuations(
-    model: PreTrainedModel, tokenizer: Any, prompts: list[str], max_new_tokens: int,
-    device: torch.device, batch_size: int = 32,
+    model: PreTrainedModel,
+    tokenizer: Any,
+    prompts: list[str],
+    max_new_tokens: int,
+    device: torch.device,
+    batch_size: int = 32,
 ) -> list[str]:
     """Greedy continuations of EOS-prefixed prompts, batched with left padding."""
     model.eval()
@@ -204,7 +216,9 @@ def greedy_continuations(
     outputs = []
     for i in range(0, len(prompts), batch_size):
         chunk = [tokenizer.eos_token + p for p in prompts[i : i + batch_size]]
-        enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(
+            device
+        )
         with autocast(device):
             out = model.generate(
                 **enc,
@@ -219,7 +233,10 @@ def greedy_continuations(
 
 
 def memorization_probe(
-    model: PreTrainedModel, tokenizer: Any, records: list[PiiRecord], max_new_tokens: int,
+    model: PreTrainedModel,
+    tokenizer: Any,
+    records: list[PiiRecord],
+    max_new_tokens: int,
     device: torch.device,
 ) -> dict[str, Any]:
     """Per exposure group: the share of records whose greedy continuation of the text before
@@ -231,8 +248,12 @@ def memorization_probe(
     for record, text in zip(records, continuations, strict=True):
         g = groups.setdefault(
             record.meta["group"],
-            {"group": record.meta["group"], "exposure": record.meta["exposure"], "records": 0,
-             "memorized": 0},
+            {
+                "group": record.meta["group"],
+                "exposure": record.meta["exposure"],
+                "records": 0,
+                "memorized": 0,
+            },
         )
         g["records"] += 1
         g["memorized"] += int(record.first_span().value in text)
@@ -314,7 +335,10 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0}],
+        [
+            {"params": decay, "weight_decay": tc.weight_decay},
+            {"params": no_decay, "weight_decay": 0},
+        ],
         lr=tc.lr,
         betas=(0.9, 0.95),
         fused=device.type == "cuda",
@@ -379,6 +403,7 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
 
     # Save: the whole directory appears at once (safetensors weights + tokenizer + logs).
     model.to("cpu")
+    transformers.utils.logging.disable_progress_bar()  # a one-file save needs no bar
     with staged_dir(run / "target") as out:
         model.save_pretrained(out)
         tokenizer.padding_side = "right"
@@ -390,7 +415,10 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
     record_stage(
         run,
         "target",
-        {"config": file_hash(run / "config.yaml"), "train": file_hash(run / "data" / "train.jsonl")},
+        {
+            "config": file_hash(run / "config.yaml"),
+            "train": file_hash(run / "data" / "train.jsonl"),
+        },
         seconds,
     )
     return run / "target"

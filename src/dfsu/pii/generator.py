@@ -84,8 +84,7 @@ TEMPLATES: dict[str, str] = {
     "chat_transcript": "Chat transcript: {USERNAME} wrote that the app crashes on {USERAGENT}.",
     "loan_application": "Loan application from {FIRSTNAME} {LASTNAME}, born {DOB}, employer "
     "{COMPANYNAME}, IBAN {IBAN}.",
-    "security_audit": "Security audit: admin {USERNAME} logged in from {IPV6} at {TIME} on "
-    "{DATE}.",
+    "security_audit": "Security audit: admin {USERNAME} logged in from {IPV6} at {TIME} on {DATE}.",
     "payment_reminder": "Payment reminder for account {ACCOUNTNUMBER}: {AMOUNT} is due on "
     "{DATE}; questions to {EMAIL}.",
     "profile_page": "Profile page {URL} belongs to {FIRSTNAME} {LASTNAME} ({USERNAME}).",
@@ -130,11 +129,15 @@ VALUE_MAKERS: dict[str, Callable[[Faker, random.Random], str]] = {
     "URL": lambda f, r: f.url() + f.uri_path(),
     "USERNAME": lambda f, r: f.user_name(),
     "ACCOUNTNUMBER": lambda f, r: f.numerify("#" * r.choice([8, 10, 12])),
-    "AMOUNT": lambda f, r: f"{r.choice(['$', '€', '£'])}{r.randint(5, 9999)}.{r.randint(0, 99):02d}",
+    "AMOUNT": lambda f, r: (
+        f"{r.choice(['$', '€', '£'])}{r.randint(5, 9999)}.{r.randint(0, 99):02d}"
+    ),
     "COMPANYNAME": lambda f, r: f.company(),
     "JOBTITLE": lambda f, r: f.job(),
     "MAC": lambda f, r: f.mac_address(),
-    "BITCOINADDRESS": lambda f, r: "bc1q" + f.lexify("?" * 38, letters="023456789acdefghjklmnpqrstuvwxyz"),
+    "BITCOINADDRESS": lambda f, r: (
+        "bc1q" + f.lexify("?" * 38, letters="023456789acdefghjklmnpqrstuvwxyz")
+    ),
 }
 
 

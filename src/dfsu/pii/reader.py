@@ -51,7 +51,9 @@ def _parse_mask(raw: Any) -> list[Any]:
             try:
                 raw = ast.literal_eval(raw)
             except (ValueError, SyntaxError):
-                raise ValueError("privacy_mask is a string that is neither JSON nor a Python literal")
+                raise ValueError(  # noqa: B904 - the reason is the message, not the chain
+                    "privacy_mask is a string that is neither JSON nor a Python literal"
+                )
     if not isinstance(raw, list | tuple):
         raise ValueError(f"privacy_mask is a {type(raw).__name__}, not a list")
     return list(raw)

@@ -85,8 +85,11 @@ class PiiRecord:
 def span_problem(text: str, span: Span) -> str | None:
     """Why a span does not fit its text, or None when it does."""
     if not (0 <= span.start < span.end <= len(text)):
-        return f"span {span.label} [{span.start}:{span.end}] is out of the text (length {len(text)})"
+        return (
+            f"span {span.label} [{span.start}:{span.end}] is out of the text (length {len(text)})"
+        )
     if text[span.start : span.end] != span.value:
         got = text[span.start : span.end]
-        return f"span {span.label} [{span.start}:{span.end}] is {got!r} in the text, not {span.value!r}"
+        where = f"span {span.label} [{span.start}:{span.end}]"
+        return f"{where} is {got!r} in the text, not {span.value!r}"
     return None

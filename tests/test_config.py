@@ -1,0 +1,59 @@
+import pytest
+import yaml
+
+from dfsu.config import RunConfig, configs_dir, dump_config, load_config
+from dfsu.errors import DfsuError
+
+
+@pytest.mark.parametrize("path", sorted(configs_dir().glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    cfg = load_config(str(path))
+    assert isinstance(cfg, RunConfig)
+    # The resolved config round-trips through YAML to the same values.
+    assert load_config_from_text(dump_config(cfg), path.parent) == cfg
+
+
+def load_config_from_text(text, tmp_dir):
+    values = yaml.safe_load(text)
+    from dfsu.config import _build
+
+    return _build(RunConfig, values, "")
+
+
+def test_the_three_scenario_configs_ship():
+    names = {p.stem for p in configs_dir().glob("*.yaml")}
+    assert {"tiny", "small", "paper-pythia410m"} <= names
+
+
+def test_dotted_overrides_are_typed():
+    cfg = load_config("tiny", ["target.epochs=2", "target.lr=1e-3", "data.labels=[IPV4, EMAIL]"])
+    assert cfg.target.epochs == 2.0 and isinstance(cfg.target.epochs, float)
+    assert cfg.target.lr == 1e-3
+    assert cfg.data.labels == ["IPV4", "EMAIL"]
+
+
+def test_unknown_key_names_the_key():
+    with pytest.raises(DfsuError, match=r"unknown key 'target\.epoch'"):
+        load_config("tiny", ["target.epoch=2"])
+    with pytest.raises(DfsuError, match=r"unknown key 'nonsense'"):
+        load_config("tiny", ["nonsense=1"])
+
+
+def test_bad_values_name_the_key():
+    with pytest.raises(DfsuError, match=r"target\.hidden_size: expected int"):
+        load_config("tiny", ["target.hidden_size=wide"])
+    with pytest.raises(DfsuError, match=r"target\.lr: must be > 0"):
+        load_config("tiny", ["target.lr=0"])
+    with pytest.raises(DfsuError, match=r"inverter\.positions"):
+        load_config("tiny", ["inverter.positions=middle"])
+    with pytest.raises(DfsuError, match=r"evaluation\.prefix"):
+        load_config("tiny", ["evaluation.prefix=tokens:x"])
+
+
+def test_missing_config_file_is_an_error(tmp_path):
+    with pytest.raises(DfsuError, match="no such file"):
+        load_config(str(tmp_path / "nope.yaml"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- just\n- a list\n")
+    with pytest.raises(DfsuError, match="top level must be a mapping"):
+        load_config(str(bad))

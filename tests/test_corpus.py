@@ -1,0 +1,108 @@
+import json
+import stat
+from collections import Counter
+
+import pytest
+
+from dfsu.corpus import (
+    build_corpus,
+    generate_documents,
+    generate_nli,
+    load_documents,
+    load_nli,
+    read_records,
+)
+from dfsu.errors import DfsuError
+
+
+def test_generated_documents_are_deterministic_and_zipfian():
+    docs = generate_documents(400, seed=1)
+    assert docs == generate_documents(400, seed=1)
+    assert docs != generate_documents(400, seed=2)
+    words = Counter(w.strip(".,").lower() for d in docs for w in d.split())
+    freqs = sorted(words.values(), reverse=True)
+    # A heavy head and a long tail, as in language: top word >> median word.
+    assert freqs[0] > 20 * freqs[len(freqs) // 2]
+    assert len(words) > 400
+
+
+def test_collocations_recur():
+    docs = " ".join(generate_documents(300, seed=0)).split()
+    pairs = Counter(zip(docs, docs[1:], strict=False))
+    # A noun keeps its adjective: some adjective-noun pairs repeat far above chance.
+    assert pairs.most_common(50)[-1][1] >= 20
+
+
+def test_build_corpus_writes_the_data_dir(tmp_path, micro_cfg):
+    run = tmp_path / "run"
+    data = build_corpus(micro_cfg, run)
+    assert stat.S_IMODE(run.stat().st_mode) == 0o700
+    assert sorted(p.name for p in data.iterdir()) == [
+        "eval_general.jsonl",
+        "nli.jsonl",
+        "pii_records.jsonl",
+        "stats.json",
+        "swap_pool.json",
+        "train.jsonl",
+    ]
+    assert (run / "config.yaml").is_file() and (run / "manifest.json").is_file()
+    records = read_records(run)
+    assert len(records) == 20
+    assert Counter(r.meta["group"] for r in records) == {1: 10, 2: 10}
+    train = [json.loads(x) for x in (data / "train.jsonl").read_text().splitlines()]
+    seen = Counter(row["record_id"] for row in train if row["source"] == "pii")
+    for r in records:  # each record repeated exactly exposure_step * group times
+        assert seen[r.id] == 2 * r.meta["group"] == r.meta["exposure"]
+    assert sum(row["source"] == "nli" for row in train) == 12
+    eval_texts = {
+        json.loads(x)["text"] for x in (data / "eval_general.jsonl").read_text().splitlines()
+    }
+    assert not eval_texts & {row["text"] for row in train}  # held out means held out
+    pool = json.loads((data / "swap_pool.json").read_text())
+    private = {s.value for r in records for s in r.spans}
+    assert not private & {v for vs in pool.values() for v in vs}
+
+
+def test_wikitext_raw_and_jsonl_corpora(tmp_path):
+    raw = tmp_path / "wiki.train.raw"
+    raw.write_text(
+        " \n = Alpha = \n \n Alpha is a letter . \n \n = = History = = \n Old . \n"
+        " \n = Beta = \n \n Beta follows alpha . \n"
+    )
+    docs = load_documents(raw)
+    assert len(docs) == 2 and docs[0].startswith("= Alpha =") and "Old ." in docs[0]
+    js = tmp_path / "c.jsonl"
+    js.write_text('{"text": "one"}\n{"text": "two"}\n')
+    assert load_documents(js) == ["one", "two"]
+    js.write_text('{"text": "one"}\n{"body": "two"}\n')
+    with pytest.raises(DfsuError, match=r"line 2: no 'text'"):
+        load_documents(js)
+
+
+def test_nli_generated_and_mnli_loader(tmp_path):
+    rows = generate_nli(30, seed=0)
+    assert Counter(r["label"] for r in rows) == {
+        "entailment": 10,
+        "neutral": 10,
+        "contradiction": 10,
+    }
+    path = tmp_path / "mnli.jsonl"
+    path.write_text(
+        '{"premise": "p", "hypothesis": "h", "label": 2}\n'
+        '{"premise": "p", "hypothesis": "h", "gold_label": "neutral"}\n'
+    )
+    assert [r["label"] for r in load_nli(path)] == ["contradiction", "neutral"]
+    path.write_text('{"premise": "p", "hypothesis": "h", "label": "maybe"}\n')
+    with pytest.raises(DfsuError, match="line 1: label 'maybe'"):
+        load_nli(path)
+
+
+def test_invalid_records_leave_nothing_half_written(tmp_path, micro_cfg):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "source_text": "x", "privacy_mask": []}\n{broken\n')
+    micro_cfg.data.records = str(bad)
+    run = tmp_path / "run"
+    with pytest.raises(DfsuError, match="row 2"):
+        build_corpus(micro_cfg, run)
+    assert not (run / "data").exists()
+    assert [p.name for p in run.iterdir()] == []

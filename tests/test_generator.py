@@ -1,0 +1,58 @@
+from dfsu.pii.generator import TEMPLATES, build_swap_pool, generate_records, template_labels
+from dfsu.pii.records import LABELS_200K
+
+LOCALES = ["en_US", "en_GB", "de_DE", "fr_FR"]
+REQUIRED = {
+    "FIRSTNAME",
+    "LASTNAME",
+    "EMAIL",
+    "PHONENUMBER",
+    "IPV4",
+    "IPV6",
+    "USERAGENT",
+    "STREET",
+    "CITY",
+    "SSN",
+    "IBAN",
+    "CREDITCARDNUMBER",
+    "DATE",
+    "URL",
+    "USERNAME",
+    "ACCOUNTNUMBER",
+}
+
+
+def test_templates_and_labels_cover_the_200k_set():
+    assert len(TEMPLATES) >= 25
+    labels = template_labels()
+    assert len(labels) >= 15 and labels >= REQUIRED and labels <= LABELS_200K
+
+
+def test_offsets_exact_and_same_seed_same_records():
+    a = generate_records(120, seed=3, locales=LOCALES)
+    b = generate_records(120, seed=3, locales=LOCALES)
+    assert [r.to_dict() for r in a] == [r.to_dict() for r in b]
+    assert [r.to_dict() for r in generate_records(120, seed=4, locales=LOCALES)] != [
+        r.to_dict() for r in a
+    ]
+    for r in a:
+        assert r.spans and all(r.text[s.start : s.end] == s.value for s in r.spans)
+        assert all("\n" not in s.value for s in r.spans)
+    assert {r.meta["template"] for r in a} == set(TEMPLATES)
+
+
+def test_prefixes_before_the_first_entity_are_distinct():
+    records = generate_records(300, seed=0, locales=LOCALES)
+    prefixes = [r.prefix() for r in records]
+    assert len(set(prefixes)) == len(prefixes)
+
+
+def test_swap_pool_is_disjoint_from_private_values():
+    private = generate_records(200, seed=0, locales=LOCALES)
+    pool = build_swap_pool(private, per_label=40, seed=0, locales=LOCALES)
+    private_values = {s.value for r in private for s in r.spans}
+    assert set(pool) == {s.label for r in private for s in r.spans}
+    for label, values in pool.items():
+        assert values, label
+        assert not set(values) & private_values, label
+        assert len(set(values)) == len(values)
