@@ -134,3 +134,18 @@ def test_seeded_training_is_reproducible(tmp_path, micro_cfg):
         )
     assert outs[0]["loss"] == pytest.approx(outs[1]["loss"], rel=1e-5)
     torch.manual_seed(0)
+
+
+def test_continued_pretraining_from_a_local_checkpoint(tmp_path, micro_cfg):
+    first = tmp_path / "first"
+    build_corpus(micro_cfg, first)
+    train_target(micro_cfg, first)
+    micro_cfg.target.init_from = str(first / "target")
+    second = tmp_path / "second"
+    build_corpus(micro_cfg, second)
+    out = train_target(micro_cfg, second)
+    # The checkpoint's own tokenizer is kept (no new BPE is trained).
+    assert (out / "tokenizer.json").read_text() == (first / "target" / "tokenizer.json").read_text()
+    before = json.loads((first / "target" / "metrics.json").read_text())["eval_ppl"]
+    after = json.loads((out / "metrics.json").read_text())["eval_ppl"]
+    assert after < before  # a second pass over the same kind of text lowers perplexity

@@ -60,6 +60,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
     _add_config_args(demo)
 
+    score_p = sub.add_parser("score", help="ERR, FRS, S-Exp, E-Hit of a generations JSONL file")
+    score_p.add_argument("file", help="JSONL: prefix, suffix, entities, generations per line")
+    score_p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    score_p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+
+    ev = sub.add_parser(
+        "evaluate", help="privacy metrics on a run's injected records, perplexity, NLI accuracy"
+    )
+    ev.add_argument("--model", required=True, help="local causal LM directory")
+    ev.add_argument("--adapter", default=None, help="PEFT adapter directory on top of --model")
+    ev.add_argument("--run", required=True, help="run directory (records and held-out data)")
+    ev.add_argument("--out", required=True, help="result JSON (generations go beside it)")
+    ev.add_argument("--show-pii", action="store_true", help="print and store true PII values")
+    ev.add_argument(
+        "overrides", nargs="*", metavar="key.sub=value", help="e.g. evaluation.num_samples=10"
+    )
+
     show = sub.add_parser("config", help="print a resolved config as YAML")
     _add_config_args(show)
     return parser
@@ -182,6 +199,33 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_score(args: argparse.Namespace) -> int:
+    from dfsu.evaluation.evaluate import metric_line, read_score_file, score_samples
+
+    result = score_samples(read_score_file(args.file), seed=args.seed)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{args.file}: n={result['n']} k={result['k']}")
+        print(metric_line(result) + "   (95% bootstrap CI)")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from dfsu.config import load_config
+    from dfsu.evaluation.evaluate import evaluate_model, metric_line
+
+    run = Path(args.run)
+    if not (run / "config.yaml").is_file():
+        raise DfsuError(f"{run}: not a run directory (no config.yaml)")
+    cfg = load_config(str(run / "config.yaml"), args.overrides)
+    result = evaluate_model(cfg, run, args.model, args.out, args.adapter, args.show_pii)
+    print(metric_line(result), file=sys.stderr)
+    nli = f", NLI accuracy {result['NLI_acc']:.1f}%" if "NLI_acc" in result else ""
+    print(f"perplexity {result['PPL']:.2f}{nli}; written to {args.out}", file=sys.stderr)
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     from dfsu.config import dump_config, load_config
 
@@ -194,6 +238,8 @@ COMMANDS = {
     "train-target": cmd_train_target,
     "demo": cmd_demo,
     "config": cmd_config,
+    "score": cmd_score,
+    "evaluate": cmd_evaluate,
 }
 
 

@@ -29,6 +29,8 @@ from transformers import (
 from dfsu.config import RunConfig, TargetConfig
 from dfsu.corpus import read_records
 from dfsu.errors import DfsuError
+from dfsu.evaluation.sampler import make_prompts, sample_continuations
+from dfsu.evaluation.utility import perplexity
 from dfsu.pii import PiiRecord
 from dfsu.rundir import (
     atomic_write_json,
@@ -168,70 +170,6 @@ def collate(blocks: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
 # --------------------------------------------------------------------------- measurements
 
 
-@torch.no_grad()
-def heldout_perplexity(
-    model: PreTrainedModel,
-    docs: list[list[int]],
-    block_size: int,
-    eos_id: int,
-    pad_id: int,
-    device: torch.device,
-    batch_size: int = 16,
-) -> float:
-    """Token-weighted perplexity over held-out documents (packed like training, pads excluded)."""
-    model.eval()
-    blocks = pack_documents(docs, block_size, eos_id)
-    total_loss, total_tokens = 0.0, 0
-    for i in range(0, len(blocks), batch_size):
-        batch = {k: v.to(device) for k, v in collate(blocks[i : i + batch_size], pad_id).items()}
-        with autocast(device):
-            logits = model(
-                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-            ).logits
-        targets = batch["labels"][:, 1:]
-        loss = torch.nn.functional.cross_entropy(
-            logits[:, :-1].float().reshape(-1, logits.size(-1)),
-            targets.reshape(-1),
-            ignore_index=-100,
-            reduction="sum",
-        )
-        total_loss += loss.item()
-        total_tokens += int((targets != -100).sum())
-    model.train()
-    return math.exp(total_loss / max(total_tokens, 1))
-
-
-@torch.no_grad()
-def greedy_continuations(
-    model: PreTrainedModel,
-    tokenizer: Any,
-    prompts: list[str],
-    max_new_tokens: int,
-    device: torch.device,
-    batch_size: int = 32,
-) -> list[str]:
-    """Greedy continuations of EOS-prefixed prompts, batched with left padding."""
-    model.eval()
-    tokenizer.padding_side = "left"
-    outputs = []
-    for i in range(0, len(prompts), batch_size):
-        chunk = [tokenizer.eos_token + p for p in prompts[i : i + batch_size]]
-        enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(
-            device
-        )
-        with autocast(device):
-            out = model.generate(
-                **enc,
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                pad_token_id=tokenizer.pad_token_id,
-                eos_token_id=tokenizer.eos_token_id,
-            )
-        new = out[:, enc["input_ids"].shape[1] :]
-        outputs += tokenizer.batch_decode(new, skip_special_tokens=True)
-    return outputs
-
-
 def memorization_probe(
     model: PreTrainedModel,
     tokenizer: Any,
@@ -241,9 +179,12 @@ def memorization_probe(
 ) -> dict[str, Any]:
     """Per exposure group: the share of records whose greedy continuation of the text before
     the first entity contains that entity. No entity value is written, only counts."""
-    # The prefix ends in a space that byte-level BPE glues to the next word: prompt without it.
-    prompts = [r.prefix().rstrip() for r in records]
-    continuations = greedy_continuations(model, tokenizer, prompts, max_new_tokens, device)
+    prompts = make_prompts(records, "first_entity", tokenizer)
+    for p in prompts:  # the first entity comes first in the suffix: no need for all of it
+        p.suffix_tokens = min(p.suffix_tokens, max_new_tokens)
+    continuations = [
+        g[0] for g in sample_continuations(model, tokenizer, prompts, greedy=True, device=device)
+    ]
     groups: dict[int, dict[str, Any]] = {}
     for record, text in zip(records, continuations, strict=True):
         g = groups.setdefault(
@@ -326,7 +267,6 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
     model.to(device)
     eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
     train_ids = tokenizer(train_texts, add_special_tokens=False)["input_ids"]
-    eval_ids = tokenizer(eval_texts, add_special_tokens=False)["input_ids"]
     n_params = sum(p.numel() for p in model.parameters())
     n_tokens = sum(len(x) + 1 for x in train_ids)
     info(f"target: {n_params / 1e6:.2f}M parameters, {n_tokens:,} training tokens, {device}")
@@ -378,9 +318,10 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
                 step += 1
                 entry: dict[str, Any] = {"step": step, "epoch": epoch, "lr": lr, "loss": loss_sum}
                 if step % tc.eval_every == 0 or step == total_steps:
-                    entry["eval_ppl"] = heldout_perplexity(
-                        model, eval_ids, tc.block_size, eos_id, pad_id, device
+                    entry["eval_ppl"] = perplexity(
+                        model, tokenizer, eval_texts, window=tc.block_size, device=device
                     )
+                    model.train()
                 log.append(entry)
                 shown = f"loss {loss_sum:.3f}" + (
                     f" ppl {entry['eval_ppl']:.2f}" if "eval_ppl" in entry else ""
@@ -389,7 +330,7 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
             epoch += 1
 
     # Measure: held-out perplexity and how much of each exposure group the model recites.
-    ppl = heldout_perplexity(model, eval_ids, tc.block_size, eos_id, pad_id, device)
+    ppl = perplexity(model, tokenizer, eval_texts, window=tc.block_size, device=device)
     probe = memorization_probe(model, tokenizer, records, tc.probe_max_new_tokens, device)
     seconds = time.time() - started
     metrics = {

@@ -1,0 +1,195 @@
+"""`dfsu evaluate` and `dfsu score`: privacy metrics with confidence intervals, and utility."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from dfsu.config import RunConfig
+from dfsu.corpus import read_records
+from dfsu.errors import DfsuError
+from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, score
+from dfsu.evaluation.sampler import make_prompts, sample_continuations
+from dfsu.evaluation.utility import nli_accuracy, perplexity
+from dfsu.pii.redact import redact_text
+from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl
+
+
+def read_score_file(path: str | Path) -> list[Sample]:
+    """Samples from a `dfsu score` JSONL file; a malformed line is an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise DfsuError(f"{path}: no such file")
+    samples = []
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DfsuError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+            problem = _score_row_problem(row)
+            if problem:
+                raise DfsuError(f"{path}: line {number}: {problem}")
+            samples.append(
+                Sample(
+                    row["prefix"], row["suffix"], tuple(row["entities"]), tuple(row["generations"])
+                )
+            )
+    if not samples:
+        raise DfsuError(f"{path}: holds no sample")
+    return samples
+
+
+def _score_row_problem(row: Any) -> str | None:
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    for key in ("prefix", "suffix"):
+        if not isinstance(row.get(key), str):
+            return f"'{key}' must be a string"
+    for key in ("entities", "generations"):
+        value = row.get(key)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return f"'{key}' must be a list of strings"
+    if not row["generations"]:
+        return "'generations' is empty"
+    return None
+
+
+def score_samples(samples: list[Sample], seed: int = 0) -> dict[str, Any]:
+    """Metrics in percent with 95% bootstrap intervals (seeded)."""
+    result: dict[str, Any] = score(samples)
+    result["ci"] = bootstrap_ci(samples, seed=seed)
+    result["k"] = round(sum(len(s.generations) for s in samples) / len(samples), 2)
+    return result
+
+
+def _load_for_eval(model_path: str | Path, adapter: str | Path | None, device: Any):
+    from dfsu.target import load_causal_lm
+
+    model, tokenizer = load_causal_lm(model_path)
+    if adapter:
+        from peft import PeftModel
+
+        if not (Path(adapter) / "adapter_config.json").is_file():
+            raise DfsuError(f"{adapter}: not a PEFT adapter directory (no adapter_config.json)")
+        model = PeftModel.from_pretrained(model, str(adapter))
+    return model.to(device), tokenizer
+
+
+def evaluate_model(
+    cfg: RunConfig,
+    run: str | Path,
+    model_path: str | Path,
+    out: str | Path,
+    adapter: str | Path | None = None,
+    show_pii: bool = False,
+) -> dict[str, Any]:
+    """Privacy metrics on the run's injected records, perplexity and NLI accuracy -> out.
+
+    Also writes the generations beside ``out`` (``<out stem>.generations.jsonl``, mode 0600:
+    it holds true suffixes) in the `dfsu score` format, so the evaluation can be re-scored.
+    """
+    from dfsu.target import pick_device
+
+    started = time.time()
+    run, out = Path(run), Path(out)
+    ec = cfg.evaluation
+    device = pick_device(cfg.target.device)
+    model, tokenizer = _load_for_eval(model_path, adapter, device)
+    records = read_records(run)
+
+    # Privacy: sample K continuations of each record's prefix.
+    prompts = make_prompts(records, ec.prefix, tokenizer)
+    generations = sample_continuations(
+        model,
+        tokenizer,
+        prompts,
+        num_samples=ec.num_samples,
+        top_p=ec.top_p,
+        top_k=ec.top_k,
+        temperature=ec.temperature,
+        seed=cfg.seed,
+        device=device,
+    )
+    samples = [
+        Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))
+        for p, g in zip(prompts, generations, strict=True)
+    ]
+    result: dict[str, Any] = {
+        "model": str(model_path),
+        "adapter": str(adapter) if adapter else None,
+    }
+    result |= score_samples(samples, seed=cfg.seed)
+
+    # Utility: held-out perplexity and few-shot NLI accuracy.
+    eval_texts = [r["text"] for r in read_jsonl(run / "data" / "eval_general.jsonl")]
+    result["PPL"] = perplexity(model, tokenizer, eval_texts, device=device)
+    nli_rows = read_jsonl(run / "data" / "nli.jsonl")
+    if len(nli_rows) > 3:
+        nli = nli_accuracy(model, tokenizer, nli_rows, device=device)
+        result["NLI_acc"], result["NLI_majority"] = nli["accuracy"], nli["majority_baseline"]
+    result["sampling"] = {
+        "prefix": ec.prefix,
+        "num_samples": ec.num_samples,
+        "top_p": ec.top_p,
+        "top_k": ec.top_k,
+        "temperature": ec.temperature,
+        "seed": cfg.seed,
+    }
+    result["seconds"] = round(time.time() - started, 1)
+
+    # Samples in the report are redacted unless asked; the re-scorable file keeps the truth.
+    all_values = [s.value for r in records for s in r.spans]
+    shown = []
+    for p, g in list(zip(prompts, generations, strict=True))[:20]:
+        row = {
+            "record_id": p.record_id,
+            "group": p.group,
+            "prefix": p.prefix,
+            "suffix": p.suffix,
+            "generations": g,
+        }
+        if not show_pii:
+            row = {k: _redact_any(v, all_values) for k, v in row.items()}
+        shown.append(row)
+    result["samples"] = shown
+    result["pii_shown"] = show_pii
+
+    gen_path = out.with_name(out.stem + ".generations.jsonl")
+    atomic_write_jsonl(
+        gen_path,
+        (
+            {
+                "prefix": s.prefix,
+                "suffix": s.suffix,
+                "entities": list(s.entities),
+                "generations": list(s.generations),
+            }
+            for s in samples
+        ),
+    )
+    os.chmod(gen_path, 0o600)
+    atomic_write_json(out, result)
+    return result
+
+
+def _redact_any(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, list):
+        return [_redact_any(v, secrets) for v in value]
+    return value
+
+
+def metric_line(result: dict[str, Any]) -> str:
+    """`ERR 12.0 [8.1, 16.0]  FRS ...` for the terminal."""
+    parts = []
+    for name in METRICS:
+        lo, hi = result["ci"][name]
+        parts.append(f"{name} {result[name]:.2f} [{lo:.2f}, {hi:.2f}]")
+    return "  ".join(parts)

@@ -1,0 +1,94 @@
+"""The paper's memorization metrics (appendix B), pure functions over strings, in percent.
+
+A sample i has a true suffix s_i, the distinct entity strings E_i that lie in that suffix,
+and K generations g_i1..g_iK (already cut to the suffix's length in tokens).
+
+- ERR   = mean over i, j of 1[g_ij == s_i]                 (after stripping white space)
+- FRS   = 1 - mean over i, j of Lev(s_i, g_ij) / max(|s_i|, |g_ij|, 1)   (characters)
+- S-Exp = share of samples (with at least one entity) where some e in E_i is a substring
+          of some g_ij
+- E-Hit = sum_i |{e in E_i : some g_ij contains e}| / sum_i |E_i|
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from rapidfuzz.distance import Levenshtein
+
+METRICS = ("ERR", "FRS", "S_Exp", "E_Hit")
+
+
+@dataclass(frozen=True)
+class Sample:
+    prefix: str
+    suffix: str
+    entities: tuple[str, ...]
+    generations: tuple[str, ...]
+
+
+def normalized_distance(a: str, b: str) -> float:
+    """Character Levenshtein distance over max(|a|, |b|, 1), on stripped strings."""
+    a, b = a.strip(), b.strip()
+    return Levenshtein.distance(a, b) / max(len(a), len(b), 1)
+
+
+def sample_counts(sample: Sample) -> np.ndarray:
+    """Per-sample sufficient statistics; every metric is a ratio of their sums.
+
+    [exact matches, sum of (1 - normalized distance), generations, exposed (0/1),
+     has entities (0/1), entities hit, entities]
+    """
+    suffix = sample.suffix.strip()
+    gens = [g.strip() for g in sample.generations]
+    entities = set(sample.entities)
+    hits = sum(1 for e in entities if any(e in g for g in gens))
+    return np.array(
+        [
+            sum(g == suffix for g in gens),
+            sum(1.0 - normalized_distance(suffix, g) for g in gens),
+            len(gens),
+            float(hits > 0),
+            float(len(entities) > 0),
+            hits,
+            len(entities),
+        ],
+        dtype=np.float64,
+    )
+
+
+def _ratios(totals: np.ndarray) -> np.ndarray:
+    """Metrics (percent) from summed statistics; works on [..., 7] arrays."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        err = totals[..., 0] / totals[..., 2]
+        frs = totals[..., 1] / totals[..., 2]
+        s_exp = totals[..., 3] / totals[..., 4]
+        e_hit = totals[..., 5] / totals[..., 6]
+    out = np.stack([err, frs, s_exp, e_hit], axis=-1) * 100.0
+    return np.nan_to_num(out, nan=0.0)
+
+
+def score(samples: Sequence[Sample]) -> dict[str, float]:
+    """ERR, FRS, S_Exp, E_Hit in percent, and n (samples)."""
+    if not samples:
+        raise ValueError("no samples to score")
+    totals = np.sum([sample_counts(s) for s in samples], axis=0)
+    values = _ratios(totals)
+    return {name: float(v) for name, v in zip(METRICS, values, strict=True)} | {"n": len(samples)}
+
+
+def bootstrap_ci(
+    samples: Sequence[Sample], n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> dict[str, list[float]]:
+    """Percentile bootstrap intervals (resampling samples) for every metric."""
+    counts = np.stack([sample_counts(s) for s in samples])
+    rng = np.random.default_rng(seed)
+    index = rng.integers(0, len(samples), size=(n_boot, len(samples)))
+    values = _ratios(counts[index].sum(axis=1))  # [n_boot, 4]
+    lo, hi = np.percentile(values, [(1 - level) / 2 * 100, (1 + level) / 2 * 100], axis=0)
+    return {
+        name: [round(float(a), 4), round(float(b), 4)]
+        for name, a, b in zip(METRICS, lo, hi, strict=True)
+    }

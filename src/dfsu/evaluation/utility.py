@@ -1,0 +1,148 @@
+"""Utility of a model: held-out perplexity (Scenario I) and 3-way NLI accuracy (Scenario II)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import torch
+
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+
+
+def strided_windows(ids: list[int], window: int, stride: int) -> list[tuple[list[int], int]]:
+    """Split a long sequence into windows; each token is scored exactly once.
+
+    Returns (window ids, number of leading tokens that are context only). The first window
+    scores all its tokens; later windows start ``stride`` tokens on and score only the
+    tokens no earlier window scored, with the rest of the window as context.
+    """
+    out: list[tuple[list[int], int]] = []
+    scored_to = 0
+    for begin in range(0, len(ids), stride):
+        end = min(begin + window, len(ids))
+        out.append((ids[begin:end], scored_to - begin if begin else 0))
+        scored_to = end
+        if end == len(ids):
+            break
+    return out
+
+
+@torch.no_grad()
+def perplexity(
+    model: Any,
+    tokenizer: Any,
+    texts: list[str],
+    window: int | None = None,
+    stride: int | None = None,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Token-weighted perplexity over texts, each prefixed with EOS; pads never count.
+
+    Texts longer than ``window`` tokens are scored in strided windows (default: the model's
+    context length, stride half of it), so every token is predicted with context.
+    """
+    model.eval()
+    window = window or min(getattr(model.config, "max_position_embeddings", 1024), 1024)
+    stride = stride or max(1, window // 2)
+    eos = tokenizer.eos_token_id
+    pieces: list[tuple[list[int], int]] = []
+    for text in texts:
+        ids = [eos, *tokenizer(text, add_special_tokens=False)["input_ids"]]
+        pieces += strided_windows(ids, window, stride)
+    pieces.sort(key=lambda p: len(p[0]))
+    total_nll, total_tokens = 0.0, 0
+    for i in range(0, len(pieces), batch_size):
+        chunk = pieces[i : i + batch_size]
+        width = max(len(p) for p, _ in chunk)
+        ids = torch.full((len(chunk), width), tokenizer.pad_token_id or 0, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        labels = torch.full_like(ids, -100)
+        for row, (seq, context) in enumerate(chunk):
+            ids[row, : len(seq)] = torch.tensor(seq)
+            mask[row, : len(seq)] = 1
+            labels[row, max(context, 1) : len(seq)] = ids[row, max(context, 1) : len(seq)]
+        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        targets = labels[:, 1:].to(device)
+        nll = torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.size(-1)),
+            targets.reshape(-1),
+            ignore_index=-100,
+            reduction="sum",
+        )
+        total_nll += nll.item()
+        total_tokens += int((targets != -100).sum())
+    return math.exp(total_nll / max(total_tokens, 1))
+
+
+def nli_prompt(premise: str, hypothesis: str) -> str:
+    """The NLI prompt; the same wording the training text uses (see corpus.nli_text)."""
+    return f"Premise: {premise}\nHypothesis: {hypothesis}\nLabel:"
+
+
+@torch.no_grad()
+def nli_accuracy(
+    model: Any,
+    tokenizer: Any,
+    rows: list[dict[str, str]],
+    shots: int = 3,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> dict[str, float]:
+    """Accuracy of picking the label whose verbalizer is most likely after a few-shot prompt.
+
+    The first ``shots`` rows (one per label where possible) are the demonstrations and are
+    not scored. Returns accuracy, the majority-class baseline on the scored rows, and n.
+    """
+    model.eval()
+    demos: list[dict[str, str]] = []
+    for label in NLI_LABELS:
+        for row in rows:
+            if row["label"] == label and row not in demos and len(demos) < shots:
+                demos.append(row)
+                break
+    scored = [r for r in rows if r not in demos]
+    if not scored:
+        raise ValueError("no NLI rows left to score after the demonstrations")
+    eos = tokenizer.eos_token
+    context = "".join(
+        f"{eos}{nli_prompt(d['premise'], d['hypothesis'])} {d['label']}" for d in demos
+    )
+    verbalizers = [
+        tokenizer(f" {label}", add_special_tokens=False)["input_ids"] for label in NLI_LABELS
+    ]
+    # Every (row, label) pair is one sequence; the score is the summed log-prob of the label.
+    sequences, spans = [], []
+    for row in scored:
+        prompt = tokenizer(
+            context + eos + nli_prompt(row["premise"], row["hypothesis"]), add_special_tokens=False
+        )["input_ids"]
+        for verb in verbalizers:
+            sequences.append(prompt + verb)
+            spans.append((len(prompt), len(prompt) + len(verb)))
+    scores = []
+    for i in range(0, len(sequences), batch_size):
+        chunk = sequences[i : i + batch_size]
+        width = max(len(s) for s in chunk)
+        ids = torch.full((len(chunk), width), tokenizer.pad_token_id or 0, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, seq in enumerate(chunk):
+            ids[row, : len(seq)] = torch.tensor(seq)
+            mask[row, : len(seq)] = 1
+        logp = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        logp = logp.log_softmax(-1).cpu()
+        for row, (start, end) in enumerate(spans[i : i + batch_size]):
+            targets = ids[row, start:end]
+            scores.append(float(logp[row, start - 1 : end - 1].gather(1, targets[:, None]).sum()))
+    correct = 0
+    for n, row in enumerate(scored):
+        row_scores = scores[n * len(NLI_LABELS) : (n + 1) * len(NLI_LABELS)]
+        correct += NLI_LABELS[row_scores.index(max(row_scores))] == row["label"]
+    majority = Counter(r["label"] for r in scored).most_common(1)[0][1]
+    return {
+        "accuracy": 100.0 * correct / len(scored),
+        "majority_baseline": 100.0 * majority / len(scored),
+        "n": len(scored),
+    }

@@ -1,0 +1,143 @@
+import json
+import math
+import stat
+
+import pytest
+import torch
+
+from dfsu.cli import main
+from dfsu.corpus import build_corpus, read_records
+from dfsu.evaluation.evaluate import read_score_file, score_samples
+from dfsu.evaluation.sampler import make_prompts, sample_continuations, split_record
+from dfsu.evaluation.utility import nli_accuracy, perplexity, strided_windows
+from dfsu.pii import PiiRecord, Span
+from dfsu.target import load_causal_lm, train_target
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    from conftest import MICRO
+
+    from dfsu.config import load_config
+
+    cfg = load_config("tiny", MICRO + ["target.epochs=3"])
+    run = tmp_path_factory.mktemp("eval") / "run"
+    build_corpus(cfg, run)
+    train_target(cfg, run)
+    return cfg, run
+
+
+def test_prefix_policies():
+    text = "Ticket 12: user bob from 1.2.3.4 today"
+    record = PiiRecord(
+        "r", text, [Span("bob", 16, 19, "USERNAME"), Span("1.2.3.4", 25, 32, "IPV4")]
+    )
+
+    class Chars:  # one token per character, enough to check the arithmetic
+        def __call__(self, t, return_offsets_mapping=False, add_special_tokens=False):
+            out = {"input_ids": list(range(len(t)))}
+            if return_offsets_mapping:
+                out["offset_mapping"] = [(i, i + 1) for i in range(len(t))]
+            return out
+
+    first = split_record(record, "first_entity", Chars())
+    assert first.prefix == "Ticket 12: user" and first.suffix == " bob from 1.2.3.4 today"
+    assert first.entities == ["1.2.3.4", "bob"] and first.suffix_tokens == len(first.suffix)
+    late = split_record(record, "tokens:20", Chars())
+    assert late.prefix == text[:20] and late.entities == ["1.2.3.4"]
+    assert split_record(record, "tokens:100", Chars()) is None
+
+
+def test_strided_windows_score_every_token_once():
+    ids = list(range(23))
+    windows = strided_windows(ids, window=8, stride=3)
+    scored = []
+    for seq, context in windows:
+        assert len(seq) <= 8
+        scored += seq[max(context, 1) :]
+    assert scored == ids[1:]
+
+
+def test_perplexity_matches_a_direct_computation_and_windows_agree(trained_run):
+    cfg, run = trained_run
+    model, tok = load_causal_lm(run / "target")
+    texts = ["The fresh soup was warm.", "Every winter, the chef baked the bread."]
+    ppl = perplexity(model, tok, texts)
+    nll, n = 0.0, 0
+    for t in texts:
+        ids = torch.tensor([[tok.eos_token_id, *tok(t)["input_ids"]]])
+        logits = model(ids).logits[0, :-1]
+        nll += torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum").item()
+        n += ids.shape[1] - 1
+    assert ppl == pytest.approx(math.exp(nll / n), rel=1e-4)
+    # Short windows lose context, so perplexity can only change, but stays finite and close.
+    windowed = perplexity(model, tok, texts, window=6, stride=3)
+    assert math.isfinite(windowed) and windowed != ppl
+
+
+def test_batched_greedy_equals_one_at_a_time(trained_run):
+    cfg, run = trained_run
+    model, tok = load_causal_lm(run / "target")
+    prompts = make_prompts(read_records(run)[:6], "first_entity", tok)
+    batched = sample_continuations(model, tok, prompts, greedy=True, batch_size=6)
+    single = [sample_continuations(model, tok, [p], greedy=True)[0] for p in prompts]
+    assert batched == single
+    for p, (g,) in zip(prompts, batched, strict=True):
+        assert len(tok(g)["input_ids"]) <= p.suffix_tokens + 1
+
+
+def test_sampling_is_seeded(trained_run):
+    cfg, run = trained_run
+    model, tok = load_causal_lm(run / "target")
+    prompts = make_prompts(read_records(run)[:5], "first_entity", tok)
+    a = sample_continuations(model, tok, prompts, num_samples=3, seed=7)
+    assert a == sample_continuations(model, tok, prompts, num_samples=3, seed=7)
+    assert a != sample_continuations(model, tok, prompts, num_samples=3, seed=8)
+    assert all(len(g) == 3 for g in a)
+
+
+def test_nli_accuracy_scores_all_but_the_demonstrations(trained_run):
+    cfg, run = trained_run
+    model, tok = load_causal_lm(run / "target")
+    rows = [json.loads(x) for x in (run / "data" / "nli.jsonl").read_text().splitlines()]
+    result = nli_accuracy(model, tok, rows, shots=3)
+    assert result["n"] == len(rows) - 3
+    assert 0 <= result["accuracy"] <= 100
+    labels = [r["label"] for r in rows[3:]]
+    assert result["majority_baseline"] >= 100 / 3 - 1e-9
+    assert (
+        result["majority_baseline"]
+        <= 100 * max(labels.count(x) for x in set(labels)) / len(labels) + 1e-9
+    )
+
+
+def test_evaluate_writes_redacted_results_and_rescorable_generations(trained_run, tmp_path, capsys):
+    cfg, run = trained_run
+    out = tmp_path / "eval" / "original.json"
+    code = main(
+        [
+            "--quiet",
+            "evaluate",
+            "--model",
+            str(run / "target"),
+            "--run",
+            str(run),
+            "--out",
+            str(out),
+            "evaluation.num_samples=2",
+        ]
+    )
+    assert code == 0
+    result = json.loads(out.read_text())
+    for key in ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "NLI_majority", "ci", "sampling"):
+        assert key in result
+    assert result["sampling"]["num_samples"] == 2 and result["n"] == 20
+    text = out.read_text()
+    values = {s.value for r in read_records(run) for s in r.spans}
+    assert not [v for v in values if len(v) > 3 and json.dumps(v)[1:-1] in text]
+    gens = out.with_name("original.generations.jsonl")
+    assert stat.S_IMODE(gens.stat().st_mode) == 0o600
+    rescored = score_samples(read_score_file(gens), seed=cfg.seed)
+    assert {k: rescored[k] for k in ("ERR", "FRS", "S_Exp", "E_Hit")} == {
+        k: result[k] for k in ("ERR", "FRS", "S_Exp", "E_Hit")
+    }

@@ -1,0 +1,69 @@
+import json
+
+import pytest
+
+from dfsu.cli import main
+from dfsu.evaluation.metrics import Sample, bootstrap_ci, normalized_distance, score
+from dfsu.pii.redact import mask_value, redact_text
+
+A = Sample("p", " 10.0.0.1 went", ("10.0.0.1",), ("10.0.0.1 went ", "10.0.0.2 went"))
+B = Sample("q", "abc", ("abc", "zz"), ("xyz", "abd"))
+
+
+def test_metrics_on_a_hand_computed_case():
+    result = score([A, B])
+    assert result["ERR"] == pytest.approx(25.0)  # 1 exact of 4 (after stripping)
+    assert result["FRS"] == pytest.approx(100 * (1 + (1 - 1 / 13) + 0 + (1 - 1 / 3)) / 4)
+    assert result["S_Exp"] == pytest.approx(50.0)  # A exposes its entity, B does not
+    assert result["E_Hit"] == pytest.approx(100 / 3)  # 1 of 3 distinct entities
+    assert result["n"] == 2
+
+
+def test_entities_are_distinct_and_samples_without_entities_leave_s_exp_alone():
+    twice = Sample("p", "x 1.2.3.4", ("1.2.3.4", "1.2.3.4"), ("1.2.3.4",))
+    none = Sample("p", "nothing", (), ("nothing",))
+    result = score([twice, none])
+    assert result["E_Hit"] == 100.0 and result["S_Exp"] == 100.0 and result["ERR"] == 50.0
+
+
+def test_normalized_distance_edges():
+    assert normalized_distance("", "") == 0.0
+    assert normalized_distance("abc", "") == 1.0
+    assert normalized_distance(" ab ", "ab") == 0.0
+
+
+def test_bootstrap_interval_brackets_the_estimate_and_is_seeded():
+    samples = [A, B] * 20
+    ci = bootstrap_ci(samples, seed=1)
+    point = score(samples)
+    for name, (lo, hi) in ci.items():
+        assert lo <= point[name] <= hi
+    assert ci == bootstrap_ci(samples, seed=1)
+    assert ci["ERR"][1] - ci["ERR"][0] > 0  # two kinds of samples: the interval has width
+
+
+def test_redaction_masks_after_the_first_third():
+    assert mask_value("176.53.12.99") == "176.5•.••.••"
+    assert redact_text("from 176.53.12.99 now", ["176.53.12.99"]) == "from 176.5•.••.•• now"
+
+
+def test_score_cli_json_and_bad_lines(tmp_path, capsys):
+    path = tmp_path / "g.jsonl"
+    rows = [
+        {
+            "prefix": s.prefix,
+            "suffix": s.suffix,
+            "entities": list(s.entities),
+            "generations": list(s.generations),
+        }
+        for s in (A, B)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["score", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"ERR", "FRS", "S_Exp", "E_Hit", "n", "ci"} <= out.keys()
+    assert out["ERR"] == pytest.approx(25.0) and out["n"] == 2
+    path.write_text(json.dumps(rows[0]) + "\n" + json.dumps({"prefix": "p", "suffix": 3}) + "\n")
+    assert main(["score", str(path), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2: 'suffix' must be a string" in err and "Traceback" not in err
