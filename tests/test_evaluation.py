@@ -141,3 +141,33 @@ def test_evaluate_writes_redacted_results_and_rescorable_generations(trained_run
     assert {k: rescored[k] for k in ("ERR", "FRS", "S_Exp", "E_Hit")} == {
         k: result[k] for k in ("ERR", "FRS", "S_Exp", "E_Hit")
     }
+
+
+def test_pick_next_follows_the_filtered_distribution():
+    from dfsu.evaluation.sampler import pick_next
+
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    logits = probs.log().repeat(20000, 1)
+    gen = torch.Generator().manual_seed(0)
+    assert (pick_next(logits[:5], gen, greedy=True) == 0).all()
+    assert (pick_next(logits[:50], gen, top_k=1) == 0).all()
+    assert (pick_next(logits[:50], gen, top_p=0.4) == 0).all()  # head of 0.5 already >= 0.4
+    drawn = pick_next(logits, gen, top_k=3, top_p=0.7)  # keeps {0.5, 0.3} -> 5/8, 3/8
+    freq = torch.bincount(drawn, minlength=4).float() / len(drawn)
+    assert freq[2] == 0 and freq[3] == 0
+    assert freq[0].item() == pytest.approx(5 / 8, abs=0.02)
+    unfiltered = torch.bincount(pick_next(logits, gen), minlength=4).float() / len(logits)
+    assert torch.allclose(unfiltered, probs, atol=0.02)
+
+
+def test_greedy_decoding_matches_transformers_generate(trained_run):
+    cfg, run = trained_run
+    model, tok = load_causal_lm(run / "target")
+    (prompt,) = make_prompts(read_records(run)[:1], "first_entity", tok)
+    ours = sample_continuations(model, tok, [prompt], greedy=True)[0][0]
+    enc = tok(tok.eos_token + prompt.prefix, return_tensors="pt", add_special_tokens=False)
+    ids = model.generate(
+        **enc, do_sample=False, max_new_tokens=prompt.suffix_tokens, pad_token_id=tok.pad_token_id
+    )
+    theirs = tok.decode(ids[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert ours == theirs

@@ -43,6 +43,9 @@ from dfsu.rundir import (
 )
 from dfsu.ui import info, progress_bar
 
+# dfsu draws its own progress bars; the library's per-load/save bars are noise here.
+transformers.utils.logging.disable_progress_bar()
+
 EOS = "<|endoftext|>"
 PAD = "<|padding|>"
 
@@ -344,7 +347,6 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
 
     # Save: the whole directory appears at once (safetensors weights + tokenizer + logs).
     model.to("cpu")
-    transformers.utils.logging.disable_progress_bar()  # a one-file save needs no bar
     with staged_dir(run / "target") as out:
         model.save_pretrained(out)
         tokenizer.padding_side = "right"

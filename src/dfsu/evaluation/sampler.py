@@ -1,8 +1,7 @@
 """Prefix/suffix splits of the injected records and a batched, seeded continuation sampler.
 
-Prefixes are batched with left padding, each repeated K times in the batch, and decoded in
-one ``generate`` call per batch with the KV cache; every generation is cut to its own true
-suffix's length in tokens.
+Prefixes are batched with left padding, each repeated K times in the batch, and decoded
+together with the KV cache; every generation is cut to its own true suffix's length in tokens.
 """
 
 from __future__ import annotations
@@ -72,6 +71,75 @@ def make_prompts(records: list[PiiRecord], policy: str, tokenizer: Any) -> list[
     return kept
 
 
+def pick_next(
+    logits: torch.Tensor,
+    generator: torch.Generator | None,
+    greedy: bool = False,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+) -> torch.Tensor:
+    """Next token ids [B] from last-position logits [B, V]: greedy, or top-k then nucleus.
+
+    Sampling uses the exponential-race form of a categorical draw (argmax of p / E with
+    E ~ Exp(1)), which is exact and much cheaper on CPU than torch.multinomial.
+    """
+    if greedy:
+        return logits.argmax(-1)
+    logits = logits.float() / temperature
+    k = logits.size(-1) if top_k <= 0 else min(top_k, logits.size(-1))
+    values, ids = logits.topk(k, dim=-1)  # sorted, most likely first
+    probs = values.softmax(-1)
+    # Nucleus: keep the smallest head whose mass reaches top_p (the first token always stays).
+    mass_before = probs.cumsum(-1) - probs
+    probs = probs.masked_fill(mass_before >= top_p, 0.0)
+    race = torch.empty_like(probs).exponential_(generator=generator)
+    choice = (probs / race).argmax(-1, keepdim=True)
+    return ids.gather(-1, choice).squeeze(-1)
+
+
+@torch.no_grad()
+def decode_batch(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    max_new_tokens: int,
+    eos_id: int,
+    generator: torch.Generator | None,
+    **sampling: Any,
+) -> torch.Tensor:
+    """New tokens [B, <= max_new_tokens] for left-padded prompts, with the KV cache.
+
+    Position ids follow the attention mask, so a left-padded row decodes exactly as it
+    would alone. Stops early once every row has produced EOS.
+    """
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=True
+    )
+    past, logits = out.past_key_values, out.logits[:, -1]
+    done = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
+    new_tokens = []
+    for _ in range(max_new_tokens):
+        token = pick_next(logits, generator, **sampling)
+        token = token.masked_fill(done, eos_id)
+        new_tokens.append(token)
+        done |= token == eos_id
+        if bool(done.all()):
+            break
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(len(token), 1)], -1)
+        positions = positions[:, -1:] + 1
+        out = model(
+            input_ids=token[:, None],
+            attention_mask=attention_mask,
+            position_ids=positions,
+            past_key_values=past,
+            use_cache=True,
+        )
+        past, logits = out.past_key_values, out.logits[:, -1]
+    return torch.stack(new_tokens, dim=1)
+
+
 @torch.no_grad()
 def sample_continuations(
     model: Any,
@@ -83,13 +151,13 @@ def sample_continuations(
     temperature: float = 1.0,
     greedy: bool = False,
     seed: int = 0,
-    batch_size: int = 32,
+    batch_size: int = 16,
     device: torch.device | str = "cpu",
 ) -> list[list[str]]:
     """K continuations per prompt (one when greedy), each cut to its suffix's token length.
 
-    Prompts are sorted by budget so a batch wastes little; each batch is seeded from
-    ``seed`` and its position, so a run is reproducible on CPU.
+    Prompts are sorted by budget so a batch wastes little; each batch draws from a
+    generator seeded from ``seed`` and its position, so a run is reproducible on CPU.
     """
     model.eval()
     tokenizer.padding_side = "left"
@@ -97,32 +165,23 @@ def sample_continuations(
     order = sorted(range(len(prompts)), key=lambda i: prompts[i].suffix_tokens)
     results: list[list[str]] = [[] for _ in prompts]
     eos = tokenizer.eos_token or ""
+    eos_id = tokenizer.eos_token_id
+    sampling = {"greedy": greedy, "temperature": temperature, "top_k": top_k, "top_p": top_p}
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     with progress_bar("sample", len(prompts)) as bar:
         for number, batch in enumerate(batches):
             texts = [eos + prompts[i].prefix for i in batch]
             enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-            enc = enc.to(device)
+            ids = enc["input_ids"].repeat_interleave(k, 0).to(device)
+            mask = enc["attention_mask"].repeat_interleave(k, 0).to(device)
+            generator = torch.Generator(device=device).manual_seed(seed * 1_000_003 + number)
             budget = max(prompts[i].suffix_tokens for i in batch)
-            torch.manual_seed(seed * 1_000_003 + number)
-            kwargs: dict[str, Any] = (
-                {"do_sample": False}
-                if greedy
-                else {"do_sample": True, "top_p": top_p, "top_k": top_k, "temperature": temperature}
-            )
-            out = model.generate(
-                **enc,
-                max_new_tokens=budget,
-                num_return_sequences=k,
-                pad_token_id=tokenizer.pad_token_id,
-                **kwargs,
-            )
-            new = out[:, enc["input_ids"].shape[1] :].tolist()
-            for row, ids in enumerate(new):
+            new = decode_batch(model, ids, mask, budget, eos_id, generator, **sampling).tolist()
+            for row, tokens in enumerate(new):
                 prompt_index = batch[row // k]
-                ids = ids[: prompts[prompt_index].suffix_tokens]
-                if tokenizer.eos_token_id in ids:
-                    ids = ids[: ids.index(tokenizer.eos_token_id)]
-                results[prompt_index].append(tokenizer.decode(ids, skip_special_tokens=True))
+                tokens = tokens[: prompts[prompt_index].suffix_tokens]
+                if eos_id in tokens:
+                    tokens = tokens[: tokens.index(eos_id)]
+                results[prompt_index].append(tokenizer.decode(tokens, skip_special_tokens=True))
             bar.update(0, advance=len(batch))
     return results
