@@ -171,3 +171,54 @@ def test_greedy_decoding_matches_transformers_generate(trained_run):
     )
     theirs = tok.decode(ids[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     assert ours == theirs
+
+
+def test_evaluate_with_a_peft_adapter_and_show_pii(trained_run, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    cfg, run = trained_run
+    model, _ = load_causal_lm(run / "target")
+    lora = get_peft_model(model, LoraConfig(r=2, lora_alpha=4, target_modules=["dense_h_to_4h"]))
+    lora.save_pretrained(tmp_path / "adapter")
+    out = tmp_path / "adapted.json"
+    code = main(
+        [
+            "--quiet",
+            "evaluate",
+            "--model",
+            str(run / "target"),
+            "--adapter",
+            str(tmp_path / "adapter"),
+            "--run",
+            str(run),
+            "--out",
+            str(out),
+            "--show-pii",
+            "evaluation.num_samples=1",
+        ]
+    )
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["adapter"] == str(tmp_path / "adapter") and result["pii_shown"] is True
+    first = result["samples"][0]
+    assert first["suffix"] in {
+        p.suffix
+        for p in make_prompts(read_records(run), "first_entity", load_causal_lm(run / "target")[1])
+    }
+    assert (
+        main(
+            [
+                "--quiet",
+                "evaluate",
+                "--model",
+                str(run / "target"),
+                "--adapter",
+                str(tmp_path),
+                "--run",
+                str(run),
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
