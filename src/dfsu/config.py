@@ -121,21 +121,34 @@ class InverterConfig:
     """Stage 1: the logit inverter (T5) that reads text back from next-token log-probabilities."""
 
     model: str | None = _f(None, "local T5/Flan-T5 directory; null = small T5 built from config")
-    positions: str = _f("last", "'last' (the paper: final position only) or 'all' positions")
+    positions: str = _f("all", "'last' (the paper: final position only) or 'all' positions")
     num_soft_tokens: int = _f(16, "pseudo-tokens the last-position distribution is expanded into")
-    top_k: int = _f(256, "log-probabilities cached per position")
-    vocab_size: int = _f(4096, "vocabulary of the inverter's own tokenizer (built from config)")
-    d_model: int = _f(256, "width of a T5 built from config")
-    num_layers: int = _f(4, "encoder and decoder layers of a T5 built from config")
-    epochs: float = _f(10.0, "training passes")
+    top_k: int = _f(32, "log-probabilities cached per position (the rest of the row is dropped)")
+    vocab_size: int = _f(2048, "vocabulary of the inverter's own Unigram tokenizer (from config)")
+    d_model: int = _f(128, "width of a T5 built from config")
+    num_layers: int = _f(2, "encoder and decoder layers of a T5 built from config")
+    num_heads: int = _f(4, "attention heads of a T5 built from config")
+    d_ff: int = _f(512, "MLP width of a T5 built from config")
+    general_texts: int = _f(4000, "public general-text segments to train on")
+    pii_texts: int = _f(2000, "public PII-like texts (templates filled from the swap pool)")
+    eval_texts: int = _f(200, "held-out texts of each kind (general, PII-like) to measure on")
+    max_length: int = _f(40, "target tokens of a text x to invert")
+    epochs: float = _f(5.0, "training passes")
     batch_size: int = _f(32, "pairs per step")
-    lr: float = _f(1e-3, "peak learning rate (AdamW)")
-    max_length: int = _f(64, "tokens of text x to invert")
+    lr: float = _f(3e-3, "peak learning rate (AdamW)")
+    warmup_steps: int = _f(50, "linear warm-up steps")
+    weight_decay: float = _f(0.01, "AdamW weight decay")
+    num_beams: int = _f(1, "beam width when decoding (1 = greedy)")
+    no_repeat_ngram_size: int = _f(3, "forbid repeated n-grams when decoding (0 = off)")
 
     def __post_init__(self) -> None:
         _check(self.positions in ("last", "all"), "inverter.positions", "must be 'last' or 'all'")
         _check(self.num_soft_tokens > 0, "inverter.num_soft_tokens", "must be > 0")
         _check(self.top_k > 0, "inverter.top_k", "must be > 0")
+        _check(self.d_model % self.num_heads == 0, "inverter.d_model", "not divisible by heads")
+        _check(self.max_length >= 4, "inverter.max_length", "must be >= 4")
+        _check(self.epochs > 0 and self.lr > 0, "inverter.epochs/lr", "must be > 0")
+        _check(self.general_texts + self.pii_texts > 0, "inverter.*_texts", "need training texts")
 
 
 @dataclass

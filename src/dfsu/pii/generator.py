@@ -245,3 +245,31 @@ def build_swap_pool(
             values.append(value)
         pool[label] = values
     return pool
+
+
+def fill_from_pool(
+    pool: dict[str, list[str]], n: int, seed: int, templates: dict[str, str] | None = None
+) -> list[PiiRecord]:
+    """n public PII-like records: template shapes filled with swap-pool values.
+
+    Templates whose labels the pool lacks are skipped. Used for the inverter's training
+    texts and as entity-swapped candidates; never touches private values.
+    """
+    templates = templates if templates is not None else TEMPLATES
+    usable = {
+        name: t
+        for name, t in templates.items()
+        if all(pool.get(label) for label in PLACEHOLDER.findall(t))
+    }
+    if not usable:
+        raise ValueError("the swap pool covers no template's labels")
+    rng = random.Random(f"pool-fill-{seed}")
+    names = sorted(usable)
+    records = []
+    for i in range(n):
+        name = names[i % len(names)]
+        opener = rng.choice(OPENERS).format(n=rng.randrange(10_000, 100_000))
+        opener += rng.choice(GREETINGS)
+        text, spans = fill_template(usable[name], lambda label: rng.choice(pool[label]), opener)
+        records.append(PiiRecord(f"public-{i:05d}", text, spans, {"template": name}))
+    return records

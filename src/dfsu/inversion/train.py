@@ -1,0 +1,291 @@
+"""Stage 1: train the logit inverter on public text -> RUN/inverter/.
+
+Training pairs (x, P(x)) come from public text only: the general corpus (never the
+injected records) and PII-like texts made by filling the record shapes with swap-pool
+values. The private records are not read by this stage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoTokenizer, T5ForConditionalGeneration
+
+from dfsu.config import InverterConfig, RunConfig
+from dfsu.errors import DfsuError
+from dfsu.inversion.cache import LogitRows, encode_for_target, save_rows, topk_logprobs
+from dfsu.inversion.model import LogitInverter, build_t5
+from dfsu.inversion.quality import best_constant, entity_exact_share, quality
+from dfsu.inversion.vocab import build_vocab_map, train_inverter_tokenizer, vocab_coverage
+from dfsu.pii.generator import fill_from_pool
+from dfsu.rundir import (
+    atomic_write_json,
+    create_run_dir,
+    file_hash,
+    read_jsonl,
+    record_stage,
+    save_config,
+    staged_dir,
+)
+from dfsu.target import load_causal_lm, pick_device
+from dfsu.ui import info, progress_bar
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def segments(docs: list[str], tokenizer: Any, max_length: int) -> list[str]:
+    """Cut documents into runs of whole sentences of at most max_length target tokens."""
+    out = []
+    for doc in docs:
+        current: list[str] = []
+        for sentence in _SENTENCE_END.split(doc.replace("\n", " ").strip()):
+            trial = " ".join([*current, sentence])
+            if (
+                current
+                and len(tokenizer(trial, add_special_tokens=False)["input_ids"]) > max_length
+            ):
+                out.append(" ".join(current))
+                current = [sentence]
+            else:
+                current.append(sentence)
+        if current:
+            out.append(" ".join(current))
+    return [s for s in out if s.strip()]
+
+
+def split_pool(pool: dict[str, list[str]]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Halve each label's values, so held-out PII-like texts carry entities never trained on."""
+    train = {label: values[0::2] for label, values in pool.items()}
+    held = {label: values[1::2] or values[:1] for label, values in pool.items()}
+    return train, held
+
+
+def public_texts(run: Path, ic: InverterConfig, tokenizer: Any, seed: int) -> dict[str, Any]:
+    """Training and held-out texts, all public: general text and swap-pool PII-like text."""
+    rows = read_jsonl(run / "data" / "train.jsonl")
+    general = [r["text"] for r in rows if r.get("source") != "pii"]  # never the records
+    random.Random(f"inverter-{seed}").shuffle(general)
+    held_docs = [r["text"] for r in read_jsonl(run / "data" / "eval_general.jsonl")]
+    pool = json.loads((run / "data" / "swap_pool.json").read_text())
+    train_pool, held_pool = split_pool(pool)
+    train_pii = fill_from_pool(train_pool, ic.pii_texts, seed) if ic.pii_texts else []
+    held_pii = fill_from_pool(held_pool, ic.eval_texts, seed + 1)
+    return {
+        "general": segments(general, tokenizer, ic.max_length)[: ic.general_texts],
+        "pii": [r.text for r in train_pii],
+        "eval_general": segments(held_docs, tokenizer, ic.max_length)[: ic.eval_texts],
+        "eval_pii": [r.text for r in held_pii],
+        "eval_pii_entities": [sorted({s.value for s in r.spans}) for r in held_pii],
+    }
+
+
+def truncate(tokenizer: Any, texts: list[str], max_length: int) -> list[str]:
+    """Each text as the target sees it: at most max_length tokens, decoded back."""
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return [tokenizer.decode(x[:max_length], skip_special_tokens=True) for x in ids]
+
+
+def mass_coverage(rows: LogitRows, mapping: torch.Tensor, unk_id: int) -> tuple[float, float]:
+    """Mean probability mass per position kept by the top-k cache, and kept after mapping."""
+    probs = rows.logprobs.float().exp()
+    known = mapping[rows.ids.long()] != unk_id
+    return float(probs.sum(-1).mean()), float((probs * known).sum(-1).mean())
+
+
+def decode_texts(
+    model: LogitInverter,
+    tokenizer: Any,
+    rows: LogitRows,
+    ic: InverterConfig,
+    device: torch.device,
+    batch_size: int = 64,
+    description: str = "invert",
+) -> list[str]:
+    """The inverter's reading of every text in ``rows``."""
+    model.eval()
+    out: list[str] = []
+    with progress_bar(description, len(rows)) as bar:
+        for start in range(0, len(rows), batch_size):
+            idx = list(range(start, min(start + batch_size, len(rows))))
+            dist, mask = model.distributions(rows, idx, device)
+            ids = model.generate(
+                dist,
+                mask,
+                max_new_tokens=ic.max_length * 2,
+                num_beams=ic.num_beams,
+                no_repeat_ngram_size=ic.no_repeat_ngram_size or None,
+                do_sample=False,
+            )
+            out += tokenizer.batch_decode(ids, skip_special_tokens=True)
+            bar.update(0, advance=len(idx))
+    return [" ".join(t.split()) for t in out]
+
+
+def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
+    """Stage: inverter tokenizer + vocab map + logit cache + T5 training + held-out quality."""
+    started = time.time()
+    run = create_run_dir(run)
+    ic = cfg.inverter
+    torch.manual_seed(cfg.seed)
+    device = pick_device(cfg.target.device)
+    if not (run / "target" / "config.json").is_file():
+        raise DfsuError(f"{run}/target: missing (run `dfsu train-target` first)")
+    target, target_tok = load_causal_lm(run / "target")
+    target.to(device)
+
+    # Data: public texts only, each cut to what the target reads (max_length tokens).
+    texts = public_texts(run, ic, target_tok, cfg.seed)
+    train_texts = truncate(target_tok, texts["general"] + texts["pii"], ic.max_length)
+    eval_general = truncate(target_tok, texts["eval_general"], ic.max_length)
+    eval_pii = truncate(target_tok, texts["eval_pii"], ic.max_length)
+    eval_texts = eval_general + eval_pii
+    info(f"inverter data: {len(train_texts)} training texts, {len(eval_texts)} held out")
+
+    # Inverter tokenizer (its own, or the local T5's) and the vocabulary map.
+    if ic.model:
+        inv_tok = AutoTokenizer.from_pretrained(ic.model)
+    else:
+        inv_tok = train_inverter_tokenizer(train_texts, ic.vocab_size)
+    mapping = build_vocab_map(target_tok, inv_tok)
+    unk = inv_tok.unk_token_id if inv_tok.unk_token_id is not None else inv_tok.pad_token_id
+
+    # Logit cache: top-k log-probs of the target at every position.
+    pad = target_tok.pad_token_id
+    train_rows = topk_logprobs(
+        target,
+        encode_for_target(target_tok, train_texts, ic.max_length),
+        ic.top_k,
+        pad,
+        device=device,
+        description="cache train logits",
+    )
+    eval_rows = topk_logprobs(
+        target,
+        encode_for_target(target_tok, eval_texts, ic.max_length),
+        ic.top_k,
+        pad,
+        device=device,
+        description="cache eval logits",
+    )
+    topk_mass, kept_mass = mass_coverage(eval_rows, mapping, unk)
+    target.to("cpu")
+
+    # Model: a local T5 or a small one from config, under the soft-embedding head.
+    if ic.model:
+        t5 = T5ForConditionalGeneration.from_pretrained(ic.model, use_safetensors=True)
+    else:
+        t5 = build_t5(len(inv_tok), ic.d_model, ic.num_layers, ic.num_heads, ic.d_ff)
+    model = LogitInverter(t5, mapping, ic.positions, ic.num_soft_tokens).to(device)
+    labels_all = inv_tok(train_texts, max_length=ic.max_length * 2, truncation=True)["input_ids"]
+
+    # Optimizer and schedule: AdamW, linear warm-up then cosine decay to 10%.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=ic.lr, weight_decay=ic.weight_decay)
+    steps_per_epoch = math.ceil(len(train_texts) / ic.batch_size)
+    total = max(1, math.ceil(steps_per_epoch * ic.epochs))
+
+    def lr_at(step: int) -> float:
+        if step < ic.warmup_steps:
+            return ic.lr * (step + 1) / ic.warmup_steps
+        progress = min(1.0, (step - ic.warmup_steps) / max(1, total - ic.warmup_steps))
+        return ic.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+    rng = random.Random(cfg.seed)
+    log: list[dict[str, Any]] = []
+    step = 0
+    model.train()
+    with progress_bar(f"train inverter ({ic.positions})", total) as bar:
+        while step < total:
+            order = list(range(len(train_texts)))
+            rng.shuffle(order)
+            for start in range(0, len(order), ic.batch_size):
+                if step >= total:
+                    break
+                idx = order[start : start + ic.batch_size]
+                dist, mask = model.distributions(train_rows, idx, device)
+                width = max(len(labels_all[i]) for i in idx)
+                labels = torch.full((len(idx), width), -100, dtype=torch.long)
+                for r, i in enumerate(idx):
+                    labels[r, : len(labels_all[i])] = torch.tensor(labels_all[i])
+                for group in optimizer.param_groups:
+                    group["lr"] = lr_at(step)
+                loss = model(dist, mask, labels.to(device)).loss
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                log.append({"step": step, "lr": lr_at(step - 1), "loss": loss.item()})
+                bar.update(0, advance=1, info=f"loss {loss.item():.3f}")
+
+    # Measure on held-out text, beside the best constant output.
+    predictions = decode_texts(model, inv_tok, eval_rows, ic, device)
+    pred_general, pred_pii = predictions[: len(eval_general)], predictions[len(eval_general) :]
+    sample = random.Random(cfg.seed).sample(train_texts, min(300, len(train_texts)))
+    constant = best_constant(sample)
+    metrics: dict[str, Any] = quality(predictions, eval_texts)
+    baseline: dict[str, Any] = quality([constant] * len(eval_texts), eval_texts)
+    metrics["by_kind"] = {
+        "general": quality(pred_general, eval_general) if eval_general else None,
+        "pii": quality(pred_pii, eval_pii),
+    }
+    baseline["by_kind"] = {
+        "general": quality([constant] * len(eval_general), eval_general) if eval_general else None,
+        "pii": quality([constant] * len(eval_pii), eval_pii),
+    }
+    baseline["text"] = constant
+    metrics |= {
+        "constant_baseline": baseline,
+        "gain_token_f1": metrics["token_f1"] - baseline["token_f1"],
+        "gain_bleu": metrics["bleu"] - baseline["bleu"],
+        "entity_exact": entity_exact_share(pred_pii, texts["eval_pii_entities"]),
+        "vocab_coverage": 100 * vocab_coverage(mapping, unk),
+        "mass_coverage": 100 * kept_mass,
+        "topk_mass": 100 * topk_mass,
+        "mode": ic.positions,
+        "n_eval": len(eval_texts),
+        "n_train": len(train_texts),
+        "steps": total,
+        "bytes_per_position": train_rows.bytes_per_position(),
+        "dense_fp32_bytes_per_position": 4 * len(target_tok),
+        "seconds": round(time.time() - started, 1),
+    }
+    examples = [
+        {"kind": "general" if i < len(eval_general) else "pii", "text": t, "inverted": p}
+        for i, (t, p) in enumerate(zip(eval_texts, predictions, strict=True))
+    ][:: max(1, len(eval_texts) // 20)]
+
+    # Save: model + tokenizer + cache + logs, all at once.
+    model.to("cpu")
+    with staged_dir(run / "inverter") as out:
+        model.save_pretrained(out)
+        inv_tok.save_pretrained(out)
+        save_rows(out / "cache" / "train", train_rows, train_texts)
+        save_rows(out / "cache" / "eval", eval_rows, eval_texts)
+        (out / "train_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
+        atomic_write_json(out / "examples.json", examples)
+        atomic_write_json(out / "metrics.json", metrics)
+    save_config(run, cfg)
+    record_stage(
+        run,
+        "inverter",
+        {
+            "config": file_hash(run / "config.yaml"),
+            "target": file_hash(run / "target" / "model.safetensors"),
+        },
+        time.time() - started,
+    )
+    return run / "inverter"
+
+
+def load_inverter(run: Path) -> tuple[LogitInverter, Any]:
+    directory = run / "inverter"
+    if not (directory / "config.json").is_file():
+        raise DfsuError(f"{directory}: missing (run `dfsu train-inverter` first)")
+    return LogitInverter.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
