@@ -42,7 +42,7 @@ def quality(predictions: Sequence[str], references: Sequence[str]) -> dict[str, 
         "token_f1": 100 * sum(map(token_f1, predictions, references)) / n,
         "bleu": sum(map(sentence_bleu, predictions, references)) / n,
         "exact_match": 100
-        * sum(p.strip() == r.strip() for p, r in zip(predictions, references))
+        * sum(p.strip() == r.strip() for p, r in zip(predictions, references, strict=True))
         / n,
     }
 
@@ -70,5 +70,7 @@ def entity_exact_share(predictions: Sequence[str], entities: Sequence[Sequence[s
     total = sum(len(e) for e in entities)
     if total == 0:
         return 0.0
-    hits = sum(sum(1 for e in ents if e in pred) for pred, ents in zip(predictions, entities))
+    hits = sum(
+        sum(1 for e in ents if e in pred) for pred, ents in zip(predictions, entities, strict=True)
+    )
     return 100 * hits / total
