@@ -33,3 +33,34 @@ MICRO = [
 @pytest.fixture
 def micro_cfg():
     return load_config("tiny", MICRO)
+
+
+MICRO_INVERTER = [
+    "inverter.vocab_size=400",
+    "inverter.d_model=32",
+    "inverter.num_layers=1",
+    "inverter.num_heads=2",
+    "inverter.d_ff=64",
+    "inverter.general_texts=60",
+    "inverter.pii_texts=30",
+    "inverter.eval_texts=8",
+    "inverter.max_length=24",
+    "inverter.epochs=1",
+    "inverter.batch_size=16",
+    "inverter.warmup_steps=2",
+    "inverter.top_k=16",
+    "inverter.num_soft_tokens=4",
+]
+
+
+@pytest.fixture(scope="session")
+def trained_micro_run(tmp_path_factory):
+    """A micro run with corpus and target (trained once per test session)."""
+    from dfsu.corpus import build_corpus
+    from dfsu.target import train_target
+
+    cfg = load_config("tiny", MICRO + MICRO_INVERTER + ["target.epochs=3"])
+    run = tmp_path_factory.mktemp("micro") / "run"
+    build_corpus(cfg, run)
+    train_target(cfg, run)
+    return cfg, run

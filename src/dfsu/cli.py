@@ -56,6 +56,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(target)
     target.add_argument("--out", required=True, help="run directory")
 
+    inverter = sub.add_parser(
+        "train-inverter", help="train the logit inverter on public text -> RUN/inverter"
+    )
+    _add_config_args(inverter)
+    inverter.add_argument("--out", required=True, help="run directory with RUN/target")
+
+    invert = sub.add_parser("invert", help="what the inverter reads back from the target")
+    invert.add_argument("--run", required=True, help="run directory with target and inverter")
+    invert.add_argument("--text", action="append", required=True, help="text to invert (repeat)")
+    invert.add_argument("--n", type=int, default=1, help="readings per text (beam search)")
+    invert.add_argument(
+        "--show-pii", action="store_true", help="do not mask the run's known PII values"
+    )
+
     demo = sub.add_parser("demo", help="the embedded tiny default end to end, with a summary")
     demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
     _add_config_args(demo)
@@ -160,6 +174,80 @@ def cmd_train_target(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_inverter(args: argparse.Namespace) -> int:
+    from dfsu.config import load_config
+    from dfsu.inversion.train import train_inverter
+
+    cfg = load_config(args.config, args.overrides)
+    out = train_inverter(cfg, Path(args.out))
+    _print_inverter_summary(out)
+    return 0
+
+
+def _print_inverter_summary(inverter: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    m = json.loads((inverter / "metrics.json").read_text())
+    base = m["constant_baseline"]
+    table = Table("held-out", "token F1", "BLEU", "exact", title=f"inverter ({m['mode']})")
+    for name, row, ref in [
+        ("all", m, base),
+        *((k, m["by_kind"][k], base["by_kind"][k]) for k in ("general", "pii") if m["by_kind"][k]),
+    ]:
+        table.add_row(
+            name,
+            f"{row['token_f1']:.1f} (const {ref['token_f1']:.1f})",
+            f"{row['bleu']:.1f} (const {ref['bleu']:.1f})",
+            f"{row['exact_match']:.1f}",
+        )
+    console = Console()
+    console.print(table)
+    console.print(
+        f"gain over the constant output: {m['gain_token_f1']:+.1f} F1, {m['gain_bleu']:+.1f} BLEU; "
+        f"entities reproduced exactly {m['entity_exact']:.1f}%; vocab coverage "
+        f"{m['vocab_coverage']:.1f}%, mass coverage {m['mass_coverage']:.1f}%; {m['seconds']:.0f}s"
+    )
+
+
+def cmd_invert(args: argparse.Namespace) -> int:
+    from dfsu.config import load_config
+    from dfsu.inversion.decode import invert_texts, load_inverter
+    from dfsu.target import load_causal_lm, pick_device
+
+    run = Path(args.run)
+    cfg = load_config(str(run / "config.yaml")) if (run / "config.yaml").is_file() else None
+    if cfg is None:
+        raise DfsuError(f"{run}: not a run directory (no config.yaml)")
+    if not (run / "target" / "config.json").is_file():
+        raise DfsuError(f"{run}/target: missing (run `dfsu train-target` first)")
+    inverter, inv_tok = load_inverter(run)
+    target, target_tok = load_causal_lm(run / "target")
+    device = pick_device(cfg.target.device)
+    readings = invert_texts(
+        target.to(device),
+        target_tok,
+        inverter.to(device),
+        inv_tok,
+        args.text,
+        cfg.inverter,
+        device,
+        num_return_sequences=args.n,
+    )
+    secrets: list[str] = []
+    if not args.show_pii and (run / "data" / "pii_records.jsonl").is_file():
+        from dfsu.corpus import read_records
+
+        secrets = [s.value for r in read_records(run) for s in r.spans]
+    from dfsu.pii.redact import redact_text
+
+    for i, text in enumerate(args.text):
+        print(f"text:     {redact_text(text, secrets)}")
+        for reading in readings[i * args.n : (i + 1) * args.n]:
+            print(f"inverted: {redact_text(reading, secrets)}")
+    return 0
+
+
 def _print_target_summary(target: Path) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -236,6 +324,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 COMMANDS = {
     "build-corpus": cmd_build_corpus,
     "train-target": cmd_train_target,
+    "train-inverter": cmd_train_inverter,
+    "invert": cmd_invert,
     "demo": cmd_demo,
     "config": cmd_config,
     "score": cmd_score,

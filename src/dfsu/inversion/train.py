@@ -21,6 +21,7 @@ from transformers import AutoTokenizer, T5ForConditionalGeneration
 from dfsu.config import InverterConfig, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.inversion.cache import LogitRows, encode_for_target, save_rows, topk_logprobs
+from dfsu.inversion.decode import decode_texts
 from dfsu.inversion.model import LogitInverter, build_t5
 from dfsu.inversion.quality import best_constant, entity_exact_share, quality
 from dfsu.inversion.vocab import build_vocab_map, train_inverter_tokenizer, vocab_coverage
@@ -97,35 +98,6 @@ def mass_coverage(rows: LogitRows, mapping: torch.Tensor, unk_id: int) -> tuple[
     probs = rows.logprobs.float().exp()
     known = mapping[rows.ids.long()] != unk_id
     return float(probs.sum(-1).mean()), float((probs * known).sum(-1).mean())
-
-
-def decode_texts(
-    model: LogitInverter,
-    tokenizer: Any,
-    rows: LogitRows,
-    ic: InverterConfig,
-    device: torch.device,
-    batch_size: int = 64,
-    description: str = "invert",
-) -> list[str]:
-    """The inverter's reading of every text in ``rows``."""
-    model.eval()
-    out: list[str] = []
-    with progress_bar(description, len(rows)) as bar:
-        for start in range(0, len(rows), batch_size):
-            idx = list(range(start, min(start + batch_size, len(rows))))
-            dist, mask = model.distributions(rows, idx, device)
-            ids = model.generate(
-                dist,
-                mask,
-                max_new_tokens=ic.max_length * 2,
-                num_beams=ic.num_beams,
-                no_repeat_ngram_size=ic.no_repeat_ngram_size or None,
-                do_sample=False,
-            )
-            out += tokenizer.batch_decode(ids, skip_special_tokens=True)
-            bar.update(0, advance=len(idx))
-    return [" ".join(t.split()) for t in out]
 
 
 def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
@@ -282,10 +254,3 @@ def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
         time.time() - started,
     )
     return run / "inverter"
-
-
-def load_inverter(run: Path) -> tuple[LogitInverter, Any]:
-    directory = run / "inverter"
-    if not (directory / "config.json").is_file():
-        raise DfsuError(f"{directory}: missing (run `dfsu train-inverter` first)")
-    return LogitInverter.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
