@@ -70,6 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--show-pii", action="store_true", help="do not mask the run's known PII values"
     )
 
+    un = sub.add_parser("unlearn", help="LoRA unlearning of RUN/target -> RUN/unlearned/<name>")
+    un.add_argument("--run", required=True, help="run directory")
+    un.add_argument(
+        "--method", default="pscu", choices=["pscu", "gen_only", "ga", "npo", "graddiff"]
+    )
+    un.add_argument(
+        "--data",
+        default="pseudo",
+        choices=["pseudo", "oracle"],
+        help="pseudo-PII (data-free) or the true records (oracle upper bound)",
+    )
+    un.add_argument("--name", default=None, help="output name (default: METHOD-DATA)")
+    un.add_argument("overrides", nargs="*", metavar="key.sub=value", help="e.g. unlearning.lr=5e-4")
+
     demo = sub.add_parser("demo", help="the embedded tiny default end to end, with a summary")
     demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
     _add_config_args(demo)
@@ -248,6 +262,26 @@ def cmd_invert(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_unlearn(args: argparse.Namespace) -> int:
+    from dfsu.config import load_config
+    from dfsu.unlearning.trainer import unlearn
+
+    run = Path(args.run)
+    if not (run / "config.yaml").is_file():
+        raise DfsuError(f"{run}: not a run directory (no config.yaml)")
+    cfg = load_config(str(run / "config.yaml"), args.overrides)
+    out = unlearn(cfg, run, args.method, args.data, args.name)
+    summary = json.loads((out / "summary.json").read_text())
+    kept = summary["kept_check"]
+    print(
+        f"{out}: {summary['steps']} steps ({summary['stop_reason']}); kept step "
+        f"{summary['kept_step']}: perplexity {summary['start_ppl']:.2f} -> {kept['ppl']:.2f}, "
+        f"held-out PII-token loss {summary['checks'][0]['pii_loss']:.2f} -> {kept['pii_loss']:.2f}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _print_target_summary(target: Path) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -326,6 +360,7 @@ COMMANDS = {
     "train-target": cmd_train_target,
     "train-inverter": cmd_train_inverter,
     "invert": cmd_invert,
+    "unlearn": cmd_unlearn,
     "demo": cmd_demo,
     "config": cmd_config,
     "score": cmd_score,

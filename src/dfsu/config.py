@@ -157,6 +157,7 @@ class UnlearnConfig:
 
     alpha: float = _f(1.0, "weight of the descent term on context tokens")
     beta: float = _f(1.0, "weight of the ascent term on PII tokens")
+    npo_beta: float = _f(0.1, "inverse temperature of the NPO loss")
     lora_target: str = _f("mlp", "mlp, attention or full")
     lora_r: int = _f(4, "LoRA rank")
     lora_alpha: int = _f(32, "LoRA alpha")
@@ -164,7 +165,12 @@ class UnlearnConfig:
     lr: float = _f(1e-4, "learning rate (paper: 5e-5..1e-4)")
     epochs: int = _f(10, "most epochs (early stopping may end sooner)")
     batch_size: int = _f(16, "effective batch size (through accumulation)")
-    max_ppl_increase: float = _f(0.05, "early stop when held-out perplexity rises more than this")
+    micro_batch_size: int = _f(16, "sequences per forward pass")
+    max_length: int = _f(128, "target tokens per unlearning text")
+    eval_every: int = _f(10, "optimizer steps between early-stopping checks")
+    eval_docs: int = _f(100, "held-out general documents for the perplexity check")
+    holdout: float = _f(0.1, "share of the unlearning texts held out for the privacy proxy")
+    max_ppl_increase: float = _f(0.05, "stop when held-out perplexity rises more than this")
 
     def __post_init__(self) -> None:
         _check(
@@ -174,6 +180,14 @@ class UnlearnConfig:
         )
         _check(self.lora_r > 0, "unlearning.lora_r", "must be > 0")
         _check(self.alpha >= 0 and self.beta >= 0, "unlearning.alpha/beta", "must be >= 0")
+        _check(self.lr > 0 and self.epochs > 0, "unlearning.lr/epochs", "must be > 0")
+        _check(
+            self.batch_size % self.micro_batch_size == 0,
+            "unlearning.batch_size",
+            "must be a multiple of unlearning.micro_batch_size",
+        )
+        _check(0 < self.holdout < 1, "unlearning.holdout", "must be in (0, 1)")
+        _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
 
 
 @dataclass
