@@ -1,0 +1,245 @@
+import json
+import math
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
+
+from dfsu.config import load_config
+from dfsu.errors import DfsuError
+from dfsu.masks import encode_with_mask, token_mask
+from dfsu.pii.generator import fill_from_pool
+from dfsu.target import load_causal_lm
+from dfsu.unlearning.losses import (
+    ga_objective,
+    graddiff_objective,
+    npo_objective,
+    pscu_objective,
+    token_losses,
+)
+from dfsu.unlearning.trainer import lora_modules, unlearn
+
+L = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+M = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+V = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+
+
+def test_token_losses_by_hand():
+    logits = torch.zeros(1, 3, 2)  # uniform over 2 tokens: every loss is log 2
+    ids = torch.tensor([[0, 1, 1]])
+    out = token_losses(logits, ids, torch.tensor([[1, 1, 0]]))
+    assert out.shape == (1, 2)
+    assert torch.allclose(out, torch.tensor([[math.log(2), 0.0]]))  # the pad target counts 0
+
+
+def test_pscu_objective_by_hand():
+    out = pscu_objective(L, M, V, alpha=2.0, beta=0.5)
+    assert out["priv"].item() == pytest.approx((2 + 4) / 2)
+    assert out["gen"].item() == pytest.approx((1 + 3 + 5) / 3)
+    assert out["loss"].item() == pytest.approx(2 * 3 - 0.5 * 3)
+    none = pscu_objective(L, torch.zeros_like(M), V)
+    assert none["priv"].item() == 0.0  # no PII token: nothing to ascend, no NaN
+
+
+def test_ga_graddiff_and_npo_by_hand():
+    assert ga_objective(L, V)["loss"].item() == pytest.approx(-(1 + 2 + 3 + 4 + 5) / 5)
+    gd = graddiff_objective(L, V, torch.tensor([[0.5, 1.5]]), torch.ones(1, 2), 1.0, 2.0)
+    assert gd["loss"].item() == pytest.approx(1.0 - 2 * 3)
+    npo = npo_objective(
+        torch.tensor([[1.0, 2.0]]),
+        torch.tensor([[0.5, 0.5]]),
+        torch.ones(1, 2),
+        torch.ones(1, 2),
+        alpha=1.0,
+        npo_beta=0.1,
+    )
+    # log-ratio = -(1 + 2) + (0.5 + 0.5) = -2
+    assert npo["npo"].item() == pytest.approx(20 * math.log1p(math.exp(-0.2)))
+    assert npo["gen"].item() == 0.0
+
+
+def test_token_mask_marks_tokens_overlapping_spans():
+    offsets = [(0, 5), (5, 9), (9, 12), (12, 13)]
+    assert token_mask(offsets, [(6, 10)]) == [0, 1, 1, 0]
+    assert token_mask(offsets, []) == [0, 0, 0, 0]
+
+
+def test_encode_with_mask_on_a_real_tokenizer(trained_micro_run):
+    cfg, run = trained_micro_run
+    _, tok = load_causal_lm(run / "target")
+    text = "Login alert: user jsmith signed in."
+    ids, mask = encode_with_mask(tok, text, [(18, 24)])
+    assert ids[0] == tok.eos_token_id and mask[0] == 0 and len(ids) == len(mask)
+    marked = tok.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    assert "jsmith" in marked and "alert" not in marked and "signed" not in marked
+
+
+def test_lora_modules_per_architecture():
+    assert lora_modules("gpt_neox", "mlp") == ["dense_h_to_4h", "dense_4h_to_h"]
+    assert lora_modules("llama", "attention") == ["q_proj", "k_proj", "v_proj", "o_proj"]
+    assert "mlp.c_fc" in lora_modules("gpt2", "full") and "attn.c_attn" in lora_modules(
+        "gpt2", "full"
+    )
+    with pytest.raises(DfsuError, match="no LoRA module map"):
+        lora_modules("mamba", "mlp")
+
+
+def _copy(run, tmp_path):
+    dest = tmp_path / "run"
+    shutil.copytree(run, dest)
+    return dest
+
+
+FAST = [
+    "unlearning.lr=5e-3",
+    "unlearning.epochs=2",
+    "unlearning.eval_every=1",
+    "unlearning.batch_size=8",
+    "unlearning.micro_batch_size=4",
+    "unlearning.eval_docs=5",
+    "unlearning.max_ppl_increase=10",
+]
+
+
+def test_pscu_oracle_freezes_the_base_changes_the_adapter_and_merges(trained_micro_run, tmp_path):
+    _, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    cfg = load_config(str(run / "config.yaml"), FAST)
+    out = unlearn(cfg, run, "pscu", "oracle")
+    assert out.name == "pscu-oracle"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "adapter",
+        "merged",
+        "summary.json",
+        "train_log.jsonl",
+    ]
+    assert (out / "adapter" / "adapter_model.safetensors").is_file()
+    base, tok = load_causal_lm(run / "target")
+    adapted = PeftModel.from_pretrained(load_causal_lm(run / "target")[0], out / "adapter")
+    merged = AutoModelForCausalLM.from_pretrained(out / "merged")
+    # Base weights frozen: the target on disk is untouched; LoRA B moved away from zero.
+    lora_b = [v for k, v in adapted.state_dict().items() if "lora_B" in k]
+    assert lora_b and any(v.abs().sum() > 0 for v in lora_b)
+    ids = tok("Ticket #12345: Hello team. Login alert: user", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        a, m, b = adapted(ids).logits, merged(ids).logits, base(ids).logits
+    assert torch.allclose(a, m, atol=1e-4)  # merging changes nothing
+    assert not torch.allclose(a, b, atol=1e-4)  # and the adapter did something
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["lora_modules"] == ["dense_h_to_4h", "dense_4h_to_h"]
+    assert summary["checks"][0]["step"] == 0 and summary["steps"] >= 1
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert len(log) == summary["steps"] and all("priv" in e and "gen" in e for e in log)
+
+
+def test_trainer_keeps_base_parameters_frozen(trained_micro_run, tmp_path, monkeypatch):
+    from peft import get_peft_model as real
+
+    from dfsu.rundir import file_hash
+
+    seen = {}
+
+    def spy(model, config):
+        peft_model = real(model, config)
+        seen["params"] = dict(peft_model.named_parameters())
+        # Modules LoRA does not wrap are never merged into: they must end as they began.
+        seen["untouched"] = {
+            n: p.detach().clone()
+            for n, p in seen["params"].items()
+            if "lora_" not in n and "dense_" not in n
+        }
+        return peft_model
+
+    monkeypatch.setattr("dfsu.unlearning.trainer.get_peft_model", spy)
+    cfg, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    before = file_hash(run / "target" / "model.safetensors")
+    unlearn(load_config(str(run / "config.yaml"), FAST), run, "ga", "oracle")
+    trainable = {n for n, p in seen["params"].items() if p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)
+    assert all(torch.equal(seen["params"][n], v) for n, v in seen["untouched"].items())
+    assert file_hash(run / "target" / "model.safetensors") == before
+
+
+@pytest.mark.parametrize("method", ["gen_only", "npo", "graddiff"])
+def test_every_method_runs_on_pseudo_data(trained_micro_run, tmp_path, method):
+    cfg, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    with pytest.raises(DfsuError, match="pseudo.jsonl: missing"):
+        unlearn(load_config(str(run / "config.yaml"), FAST), run, method, "pseudo")
+    pool = json.loads((run / "data" / "swap_pool.json").read_text())
+    pseudo = run / "pseudo"
+    pseudo.mkdir()
+    rows = [
+        {
+            "text": r.text,
+            "spans": [s.to_dict() for s in r.spans],
+            "annotator": "gold",
+            "candidate_id": r.id,
+        }
+        for r in fill_from_pool(pool, 12, seed=0)
+    ]
+    (pseudo / "pseudo.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = unlearn(load_config(str(run / "config.yaml"), FAST), run, method, "pseudo")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == method and summary["held_texts"] == 1
+    assert summary["train_texts"] == 11
+
+
+def test_early_stopping_keeps_the_initial_adapter_when_every_check_breaks_the_bound(
+    trained_micro_run, tmp_path
+):
+    cfg, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    strict = FAST[:-1] + ["unlearning.max_ppl_increase=1e-9", "unlearning.lr=5e-2"]
+    out = unlearn(load_config(str(run / "config.yaml"), strict), run, "ga", "oracle")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["kept_step"] == 0 and summary["stop_reason"].startswith("perplexity rose")
+    base, tok = load_causal_lm(run / "target")
+    merged = AutoModelForCausalLM.from_pretrained(out / "merged")
+    ids = tok("Every winter, the farmer", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        assert torch.allclose(base(ids).logits, merged(ids).logits, atol=1e-5)
+
+
+def test_unlearn_runs_under_accelerate_launch_with_two_cpu_processes(trained_micro_run, tmp_path):
+    cfg, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--num_processes",
+            "2",
+            "--cpu",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            "dfsu.cli",
+            "--quiet",
+            "unlearn",
+            "--run",
+            str(run),
+            "--method",
+            "pscu",
+            "--data",
+            "oracle",
+            *FAST,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((run / "unlearned" / "pscu-oracle" / "summary.json").read_text())
+    # Two processes share the data: each optimizer step sees a batch from each of them.
+    assert summary["steps"] >= 1 and (run / "unlearned" / "pscu-oracle" / "merged").is_dir()
