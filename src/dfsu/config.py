@@ -152,6 +152,35 @@ class InverterConfig:
 
 
 @dataclass
+class SynthesisConfig:
+    """Stage 2: pseudo-PII from entity-swapped candidates, and its annotation."""
+
+    source: str = _f(
+        "inversion", "inversion (the paper), self (the target's continuations) or candidates"
+    )
+    templates: str | None = _f(
+        None, "file of record shapes with {LABEL} slots, one per line (null = the built-in shapes)"
+    )
+    pii_types: list[str] | None = _f(None, "keep only shapes holding one of these labels")
+    swaps_per_template: int = _f(8, "candidates per shape, each with fresh swap-pool values")
+    outputs_per_candidate: int = _f(2, "decoded texts kept per candidate (deduplicated)")
+    annotator: str = _f("pattern", "pattern (offline detectors) or llm (few-shot prompting)")
+    annotator_eval_records: int = _f(300, "held-out generated records to score the annotator on")
+
+    def __post_init__(self) -> None:
+        _check(
+            self.source in ("inversion", "self", "candidates"),
+            "synthesis.source",
+            "must be inversion, self or candidates",
+        )
+        _check(
+            self.annotator in ("pattern", "llm"), "synthesis.annotator", "must be pattern or llm"
+        )
+        _check(self.swaps_per_template > 0, "synthesis.swaps_per_template", "must be > 0")
+        _check(self.outputs_per_candidate > 0, "synthesis.outputs_per_candidate", "must be > 0")
+
+
+@dataclass
 class UnlearnConfig:
     """Stage 3: privacy-selective contrastive unlearning with LoRA (and the baselines)."""
 
@@ -218,6 +247,9 @@ class RunConfig:
     corpus: CorpusConfig = field(default_factory=CorpusConfig, metadata={"help": "corpus"})
     target: TargetConfig = field(default_factory=TargetConfig, metadata={"help": "target model"})
     inverter: InverterConfig = field(default_factory=InverterConfig, metadata={"help": "stage 1"})
+    synthesis: SynthesisConfig = field(
+        default_factory=SynthesisConfig, metadata={"help": "stage 2"}
+    )
     unlearning: UnlearnConfig = field(default_factory=UnlearnConfig, metadata={"help": "stage 3"})
     evaluation: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "metrics"})
 
