@@ -70,6 +70,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--show-pii", action="store_true", help="do not mask the run's known PII values"
     )
 
+    syn = sub.add_parser("synthesize", help="pseudo-PII texts from entity-swapped candidates")
+    syn.add_argument("--run", required=True, help="run directory with target (and inverter)")
+    syn.add_argument(
+        "--source",
+        choices=["inversion", "self", "candidates"],
+        default=None,
+        help="default: synthesis.source of the config",
+    )
+    syn.add_argument("--pii-types", default=None, help="e.g. IPV4,USERAGENT: shapes to use")
+    syn.add_argument("--templates", default=None, help="file of shapes with {LABEL} slots")
+    syn.add_argument(
+        "overrides", nargs="*", metavar="key.sub=value", help="e.g. synthesis.swaps_per_template=4"
+    )
+
+    ann = sub.add_parser("annotate", help="PII spans and token masks -> RUN/pseudo/pseudo.jsonl")
+    ann.add_argument("--run", required=True, help="run directory with RUN/pseudo/texts.jsonl")
+    ann.add_argument("--annotator", choices=["pattern", "llm"], default=None)
+    ann.add_argument("overrides", nargs="*", metavar="key.sub=value")
+
     un = sub.add_parser("unlearn", help="LoRA unlearning of RUN/target -> RUN/unlearned/<name>")
     un.add_argument("--run", required=True, help="run directory")
     un.add_argument(
@@ -262,6 +281,53 @@ def cmd_invert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_config(run: Path, overrides: list[str]):
+    from dfsu.config import load_config
+
+    if not (run / "config.yaml").is_file():
+        raise DfsuError(f"{run}: not a run directory (no config.yaml)")
+    return load_config(str(run / "config.yaml"), overrides)
+
+
+def cmd_synthesize(args: argparse.Namespace) -> int:
+    from dfsu.synthesis import synthesize
+
+    extra = list(args.overrides)
+    if args.pii_types:
+        extra.append(f"synthesis.pii_types=[{args.pii_types}]")
+    if args.templates:
+        extra.append(f"synthesis.templates={args.templates}")
+    run = Path(args.run)
+    out = synthesize(_run_config(run, extra), run, args.source)
+    stats = json.loads((out / "stats.json").read_text())
+    found = (
+        f"; private entities found in them: {stats['private_entities_found']}/"
+        f"{stats['private_entities']}"
+        if "private_entities" in stats
+        else ""
+    )
+    print(
+        f"{out}: {stats['texts']} {stats['source']} texts from {stats['candidates']} "
+        f"candidates{found}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    from dfsu.synthesis import annotate
+
+    run = Path(args.run)
+    out = annotate(_run_config(run, args.overrides), run, args.annotator)
+    report = json.loads((out.parent / "annotator_eval.json").read_text())
+    print(
+        f"{out}: {report['with_spans']}/{report['texts']} texts with PII spans; annotator "
+        f"F1 {report['ALL']['f1']:.3f} on held-out generated records",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_unlearn(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.unlearning.trainer import unlearn
@@ -361,6 +427,8 @@ COMMANDS = {
     "train-inverter": cmd_train_inverter,
     "invert": cmd_invert,
     "unlearn": cmd_unlearn,
+    "synthesize": cmd_synthesize,
+    "annotate": cmd_annotate,
     "demo": cmd_demo,
     "config": cmd_config,
     "score": cmd_score,

@@ -1,0 +1,218 @@
+"""Stage 2: pseudo-PII synthesis and annotation -> RUN/pseudo/.
+
+``synthesize(cfg, run)``: record shapes with every entity swapped for a public value
+(candidates), then, by ``synthesis.source``:
+- ``inversion`` (the paper): the target reads each candidate; the inverter decodes its
+  log-probabilities (beam search, several outputs, deduplicated);
+- ``self``: the target's own sampled continuations of each candidate's prefix;
+- ``candidates``: the swapped candidates themselves (the control: no model involved).
+Writes candidates.jsonl, texts.jsonl and stats.json. The private records are never read,
+except, when present, for the simulation-only diagnostics in stats.json.
+
+``annotate(cfg, run)``: marks PII spans in texts.jsonl (pattern detectors; candidates keep
+their known spans) and adds token masks -> pseudo.jsonl, plus annotator_eval.json.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from dfsu.config import RunConfig
+from dfsu.errors import DfsuError
+from dfsu.masks import encode_with_mask
+from dfsu.pii import PiiRecord, generate_records
+from dfsu.pii.detectors import STRUCTURED, detect, score_detector
+from dfsu.pii.generator import PLACEHOLDER, TEMPLATES, fill_from_pool
+from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, record_stage
+
+PSEUDO = "pseudo"
+
+
+def load_templates(path: str | None, pii_types: list[str] | None) -> dict[str, str]:
+    """Record shapes: a user's file (one shape per line, {LABEL} slots) or the built-in ones."""
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise DfsuError(f"{p}: no such template file")
+        lines = [x.strip() for x in p.read_text(encoding="utf-8").splitlines()]
+        templates = {}
+        for number, line in enumerate(lines, start=1):
+            if not line or line.startswith("#"):
+                continue
+            if not PLACEHOLDER.search(line):
+                raise DfsuError(f"{p}: line {number}: no {{LABEL}} slot in the shape")
+            templates[f"line{number}"] = line
+    else:
+        templates = dict(TEMPLATES)
+    if pii_types:
+        wanted = {t.strip().upper() for t in pii_types}
+        templates = {k: v for k, v in templates.items() if wanted & set(PLACEHOLDER.findall(v))}
+    if not templates:
+        raise DfsuError("synthesis: no record shape holds the requested PII types")
+    return templates
+
+
+def make_candidates(run: Path, cfg: RunConfig) -> list[PiiRecord]:
+    sc = cfg.synthesis
+    pool = json.loads((run / "data" / "swap_pool.json").read_text())
+    templates = load_templates(sc.templates, sc.pii_types)
+    usable = {
+        k: v
+        for k, v in templates.items()
+        if all(pool.get(label) for label in PLACEHOLDER.findall(v))
+    }
+    if not usable:
+        raise DfsuError("synthesis: the swap pool holds no values for the shapes' labels")
+    return fill_from_pool(pool, sc.swaps_per_template * len(usable), cfg.seed + 17, usable)
+
+
+def _dedupe(texts: list[str]) -> list[str]:
+    return list(dict.fromkeys(t for t in (" ".join(x.split()) for x in texts) if t))
+
+
+def synthesize(cfg: RunConfig, run: str | Path, source: str | None = None) -> Path:
+    """Stage: candidates -> pseudo texts by the chosen source -> RUN/pseudo/."""
+    started = time.time()
+    run = Path(run)
+    sc = cfg.synthesis
+    source = source or sc.source
+    if not (run / "data" / "swap_pool.json").is_file():
+        raise DfsuError(f"{run}/data/swap_pool.json: missing (run `dfsu build-corpus` first)")
+    candidates = make_candidates(run, cfg)
+    n = sc.outputs_per_candidate
+    rows: list[dict[str, Any]] = []
+    if source == "candidates":
+        rows = [
+            {
+                "text": c.text,
+                "candidate_id": c.id,
+                "source": source,
+                "spans": [s.to_dict() for s in c.spans],
+            }
+            for c in candidates
+        ]
+    else:
+        from dfsu.target import load_causal_lm, pick_device
+
+        device = pick_device(cfg.target.device)
+        target, tok = load_causal_lm(run / "target")
+        target.to(device)
+        if source == "inversion":
+            from dfsu.inversion.decode import invert_texts, load_inverter
+
+            inverter, inv_tok = load_inverter(run)
+            outputs = invert_texts(
+                target,
+                tok,
+                inverter.to(device),
+                inv_tok,
+                [c.text for c in candidates],
+                cfg.inverter,
+                device,
+                num_return_sequences=n,
+            )
+            per = [outputs[i * n : (i + 1) * n] for i in range(len(candidates))]
+        elif source == "self":
+            from dfsu.evaluation.sampler import make_prompts, sample_continuations
+
+            prompts = make_prompts(candidates, "first_entity", tok)
+            ec = cfg.evaluation
+            gens = sample_continuations(
+                target,
+                tok,
+                prompts,
+                num_samples=n,
+                top_p=ec.top_p,
+                top_k=ec.top_k,
+                temperature=ec.temperature,
+                seed=cfg.seed,
+                device=device,
+            )
+            per = [[p.prefix + g for g in gs] for p, gs in zip(prompts, gens, strict=True)]
+        else:
+            raise DfsuError(f"synthesis.source: {source!r} is not inversion, self or candidates")
+        for cand, texts in zip(candidates, per, strict=True):
+            rows += [{"text": t, "candidate_id": cand.id, "source": source} for t in _dedupe(texts)]
+
+    out = run / PSEUDO
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_jsonl(out / "candidates.jsonl", (c.to_dict() for c in candidates))
+    atomic_write_jsonl(out / "texts.jsonl", rows)
+    atomic_write_json(out / "stats.json", _diagnostics(run, candidates, rows, source))
+    record_stage(run, "synthesize", {"source": source}, time.time() - started)
+    return out
+
+
+def _diagnostics(run: Path, candidates: list[PiiRecord], rows: list[dict], source: str) -> dict:
+    """Simulation-only diagnostics; the private records are read here and nowhere else."""
+    lengths = [len(r["text"]) for r in rows] or [0]
+    stats: dict[str, Any] = {
+        "source": source,
+        "candidates": len(candidates),
+        "texts": len(rows),
+        "candidate_labels": dict(Counter(s.label for c in candidates for s in c.spans)),
+        "chars": {"mean": statistics.fmean(lengths), "min": min(lengths), "max": max(lengths)},
+    }
+    private_path = run / "data" / "pii_records.jsonl"
+    if private_path.is_file():
+        values = {
+            s["value"]
+            for r in read_jsonl(private_path)
+            for s in r["privacy_mask"]
+            if len(s["value"]) >= 4
+        }
+        blob = "\n".join(r["text"] for r in rows)
+        found = sum(1 for v in values if v in blob)
+        stats["private_entities_found"] = found
+        stats["private_entities"] = len(values)
+        stats["private_entity_share"] = 100 * found / max(len(values), 1)
+    return stats
+
+
+def annotate(cfg: RunConfig, run: str | Path, annotator: str | None = None) -> Path:
+    """Stage: PII spans for every pseudo text + target token masks -> RUN/pseudo/pseudo.jsonl."""
+    started = time.time()
+    run = Path(run)
+    annotator = annotator or cfg.synthesis.annotator
+    if annotator != "pattern":
+        raise DfsuError(f"--annotator {annotator}: only 'pattern' is available in this version")
+    texts = read_jsonl(run / PSEUDO / "texts.jsonl")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(run / "target")
+    out_rows = []
+    for row in texts:
+        if "spans" in row:  # swapped candidates carry their true spans
+            spans, who = row["spans"], "known"
+        else:
+            spans, who = [s.to_dict() for s in detect(row["text"])], annotator
+        _, mask = encode_with_mask(tok, row["text"], [(s["start"], s["end"]) for s in spans])
+        out_rows.append(
+            {
+                "text": row["text"],
+                "spans": spans,
+                "annotator": who,
+                "candidate_id": row.get("candidate_id"),
+                "token_mask": mask[1:],
+            }
+        )
+    atomic_write_jsonl(run / PSEUDO / "pseudo.jsonl", out_rows)
+
+    # How good is the annotator? Scored on freshly generated (public) records.
+    held = generate_records(
+        cfg.synthesis.annotator_eval_records,
+        seed=cfg.seed + 4242,
+        locales=cfg.data.locales,
+        id_prefix="annot",
+    )
+    report = score_detector(held, STRUCTURED)
+    report["with_spans"] = sum(1 for r in out_rows if r["spans"])
+    report["texts"] = len(out_rows)
+    atomic_write_json(run / PSEUDO / "annotator_eval.json", report)
+    record_stage(run, "annotate", {"annotator": annotator}, time.time() - started)
+    return run / PSEUDO / "pseudo.jsonl"
