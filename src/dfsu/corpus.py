@@ -6,7 +6,6 @@ eval_general.jsonl, nli.jsonl, swap_pool.json, stats.json).
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import time
@@ -23,6 +22,7 @@ from dfsu.rundir import (
     atomic_write_jsonl,
     create_run_dir,
     file_hash,
+    iter_jsonl,
     record_stage,
     save_config,
     staged_dir,
@@ -161,18 +161,11 @@ def load_documents(path: str | Path, limit: int | None = None) -> list[str]:
             raise DfsuError(f"{path}: dataset has no 'text' column")
         docs = [t for t in ds["text"] if isinstance(t, str) and t.strip()]
     elif suffix in (".jsonl", ".json"):
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DfsuError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
-                if not isinstance(row, dict) or not isinstance(row.get("text"), str):
-                    raise DfsuError(f"{path}: line {number}: no 'text' string")
-                if row["text"].strip():
-                    docs.append(row["text"])
+        for number, row in iter_jsonl(path):
+            if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+                raise DfsuError(f"{path}: line {number}: no 'text' string")
+            if row["text"].strip():
+                docs.append(row["text"])
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 
@@ -236,30 +229,21 @@ def load_nli(path: str | Path, limit: int | None = None) -> list[dict[str, str]]
     if not path.is_file():
         raise DfsuError(f"{path}: no such file")
     rows = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DfsuError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
-            premise = row.get("premise") if isinstance(row, dict) else None
-            hypothesis = row.get("hypothesis") if isinstance(row, dict) else None
-            label = row.get("label", row.get("gold_label")) if isinstance(row, dict) else None
-            if isinstance(label, int) and 0 <= label < 3:
-                label = NLI_LABELS[label]
-            if not isinstance(premise, str) or not isinstance(hypothesis, str):
-                raise DfsuError(f"{path}: line {number}: needs 'premise' and 'hypothesis' strings")
-            if label not in NLI_LABELS:
-                if label in (-1, "-"):
-                    continue  # MNLI rows without a gold label
-                raise DfsuError(
-                    f"{path}: line {number}: label {label!r} is not one of {NLI_LABELS}"
-                )
-            rows.append({"premise": premise, "hypothesis": hypothesis, "label": label})
-            if limit and len(rows) >= limit:
-                break
+    for number, row in iter_jsonl(path):
+        premise = row.get("premise") if isinstance(row, dict) else None
+        hypothesis = row.get("hypothesis") if isinstance(row, dict) else None
+        label = row.get("label", row.get("gold_label")) if isinstance(row, dict) else None
+        if isinstance(label, int) and 0 <= label < 3:
+            label = NLI_LABELS[label]
+        if not isinstance(premise, str) or not isinstance(hypothesis, str):
+            raise DfsuError(f"{path}: line {number}: needs 'premise' and 'hypothesis' strings")
+        if label not in NLI_LABELS:
+            if label in (-1, "-"):
+                continue  # MNLI rows without a gold label
+            raise DfsuError(f"{path}: line {number}: label {label!r} is not one of {NLI_LABELS}")
+        rows.append({"premise": premise, "hypothesis": hypothesis, "label": label})
+        if limit and len(rows) >= limit:
+            break
     if not rows:
         raise DfsuError(f"{path}: holds no NLI example")
     return rows

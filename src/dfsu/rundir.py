@@ -64,18 +64,21 @@ def staged_dir(final: Path) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise DfsuError(f"{path}: missing (run the stage that writes it first)")
-    rows = []
-    with path.open(encoding="utf-8") as fh:
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for every non-blank line; bad JSON names its line."""
+    with Path(path).open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             if line.strip():
                 try:
-                    rows.append(json.loads(line))
+                    yield number, json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise DfsuError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
-    return rows
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise DfsuError(f"{path}: missing (run the stage that writes it first)")
+    return [row for _, row in iter_jsonl(path)]
 
 
 def file_hash(path: Path) -> str:

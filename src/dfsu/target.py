@@ -240,13 +240,12 @@ def _spearman(x: list[float], y: list[float]) -> float:
 # --------------------------------------------------------------------------- the stage
 
 
-def _lr_at(step: int, total: int, tc: TargetConfig) -> float:
-    """Linear warm-up, then cosine decay to min_lr_ratio * lr."""
-    if step < tc.warmup_steps:
-        return tc.lr * (step + 1) / tc.warmup_steps
-    progress = (step - tc.warmup_steps) / max(1, total - tc.warmup_steps)
-    floor = tc.min_lr_ratio
-    return tc.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+def warmup_cosine(step: int, total: int, lr: float, warmup: int, floor: float) -> float:
+    """Learning rate at a step: linear warm-up, then cosine decay to floor * lr."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def train_target(cfg: RunConfig, run: str | Path) -> Path:
@@ -302,7 +301,7 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
             for start in range(0, len(blocks), tc.batch_size):
                 if step >= total_steps:
                     break
-                lr = _lr_at(step, total_steps, tc)
+                lr = warmup_cosine(step, total_steps, tc.lr, tc.warmup_steps, tc.min_lr_ratio)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
                 batch_blocks = blocks[start : start + tc.batch_size]

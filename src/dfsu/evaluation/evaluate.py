@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, score
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.evaluation.utility import nli_accuracy, perplexity
 from dfsu.pii.redact import redact_text
-from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl
+from dfsu.rundir import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
 
 
 def read_score_file(path: str | Path) -> list[Sample]:
@@ -24,22 +23,13 @@ def read_score_file(path: str | Path) -> list[Sample]:
     if not path.is_file():
         raise DfsuError(f"{path}: no such file")
     samples = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DfsuError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
-            problem = _score_row_problem(row)
-            if problem:
-                raise DfsuError(f"{path}: line {number}: {problem}")
-            samples.append(
-                Sample(
-                    row["prefix"], row["suffix"], tuple(row["entities"]), tuple(row["generations"])
-                )
-            )
+    for number, row in iter_jsonl(path):
+        problem = _score_row_problem(row)
+        if problem:
+            raise DfsuError(f"{path}: line {number}: {problem}")
+        samples.append(
+            Sample(row["prefix"], row["suffix"], tuple(row["entities"]), tuple(row["generations"]))
+        )
     if not samples:
         raise DfsuError(f"{path}: holds no sample")
     return samples

@@ -35,7 +35,7 @@ from dfsu.rundir import (
     save_config,
     staged_dir,
 )
-from dfsu.target import load_causal_lm, pick_device
+from dfsu.target import load_causal_lm, pick_device, warmup_cosine
 from dfsu.ui import info, progress_bar
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -163,10 +163,7 @@ def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
     total = max(1, math.ceil(steps_per_epoch * ic.epochs))
 
     def lr_at(step: int) -> float:
-        if step < ic.warmup_steps:
-            return ic.lr * (step + 1) / ic.warmup_steps
-        progress = min(1.0, (step - ic.warmup_steps) / max(1, total - ic.warmup_steps))
-        return ic.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+        return warmup_cosine(step, total, ic.lr, ic.warmup_steps, floor=0.1)
 
     rng = random.Random(cfg.seed)
     log: list[dict[str, Any]] = []
