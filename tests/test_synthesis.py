@@ -118,4 +118,4 @@ def test_synthesize_cli_reports_the_private_share_in_simulation(
     assert 0 <= stats["private_entity_share"] <= 100
     assert set(stats["candidate_labels"]) & {"IPV4", "EMAIL"}
     assert main(["--quiet", "annotate", "--run", str(run), "--annotator", "llm"]) == 2
-    assert "only 'pattern'" in capsys.readouterr().err
+    assert "set synthesis.llm_base_url" in capsys.readouterr().err

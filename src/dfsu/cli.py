@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     ann = sub.add_parser("annotate", help="PII spans and token masks -> RUN/pseudo/pseudo.jsonl")
     ann.add_argument("--run", required=True, help="run directory with RUN/pseudo/texts.jsonl")
     ann.add_argument("--annotator", choices=["pattern", "llm"], default=None)
+    ann.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server, .../v1")
+    ann.add_argument("--llm-model", default=None, help="server model name or local LM path")
     ann.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
     un = sub.add_parser("unlearn", help="LoRA unlearning of RUN/target -> RUN/unlearned/<name>")

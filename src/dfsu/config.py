@@ -166,6 +166,17 @@ class SynthesisConfig:
     outputs_per_candidate: int = _f(2, "decoded texts kept per candidate (deduplicated)")
     annotator: str = _f("pattern", "pattern (offline detectors) or llm (few-shot prompting)")
     annotator_eval_records: int = _f(300, "held-out generated records to score the annotator on")
+    llm_model: str | None = _f(
+        None, "llm annotator: a local causal LM directory, or the server's model name"
+    )
+    llm_base_url: str | None = _f(
+        None, "llm annotator: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1"
+    )
+    llm_api: str = _f("completions", "llm server endpoint: completions or chat")
+    llm_shots: int = _f(3, "worked examples in the few-shot prompt")
+    llm_max_tokens: int = _f(256, "most tokens the annotator may answer with")
+    llm_timeout: float = _f(60.0, "seconds before a server request is given up")
+    llm_retries: int = _f(2, "retries of a failed server request (then: pattern fallback)")
 
     def __post_init__(self) -> None:
         _check(
@@ -178,6 +189,8 @@ class SynthesisConfig:
         )
         _check(self.swaps_per_template > 0, "synthesis.swaps_per_template", "must be > 0")
         _check(self.outputs_per_candidate > 0, "synthesis.outputs_per_candidate", "must be > 0")
+        _check(self.llm_api in ("completions", "chat"), "synthesis.llm_api", "completions or chat")
+        _check(self.llm_shots >= 0 and self.llm_retries >= 0, "synthesis.llm_*", "must be >= 0")
 
 
 @dataclass

@@ -9,8 +9,9 @@
 Writes candidates.jsonl, texts.jsonl and stats.json. The private records are never read,
 except, when present, for the simulation-only diagnostics in stats.json.
 
-``annotate(cfg, run)``: marks PII spans in texts.jsonl (pattern detectors; candidates keep
-their known spans) and adds token masks -> pseudo.jsonl, plus annotator_eval.json.
+``annotate(cfg, run)``: marks PII spans in texts.jsonl (pattern detectors, or the few-shot
+LLM annotator with a recorded per-text fallback to them; candidates keep their known spans)
+and adds token masks -> pseudo.jsonl, plus annotator_eval.json.
 """
 
 from __future__ import annotations
@@ -174,33 +175,62 @@ def _diagnostics(run: Path, candidates: list[PiiRecord], rows: list[dict], sourc
     return stats
 
 
+def make_llm_annotator(cfg: RunConfig) -> Any:
+    from dfsu.pii.llm import LLMAnnotator, LocalBackend, ServerBackend
+
+    sc = cfg.synthesis
+    if sc.llm_base_url:
+        backend = ServerBackend(
+            sc.llm_base_url,
+            sc.llm_model or "default",
+            sc.llm_api,
+            sc.llm_timeout,
+            sc.llm_retries,
+            sc.llm_max_tokens,
+        )
+    elif sc.llm_model:
+        backend = LocalBackend(sc.llm_model, sc.llm_max_tokens)
+    else:
+        raise DfsuError(
+            "--annotator llm: set synthesis.llm_base_url (a server) or "
+            "synthesis.llm_model (a local causal LM directory)"
+        )
+    return LLMAnnotator(backend, shots=sc.llm_shots)
+
+
 def annotate(cfg: RunConfig, run: str | Path, annotator: str | None = None) -> Path:
     """Stage: PII spans for every pseudo text + target token masks -> RUN/pseudo/pseudo.jsonl."""
     started = time.time()
     run = Path(run)
     annotator = annotator or cfg.synthesis.annotator
-    if annotator != "pattern":
-        raise DfsuError(f"--annotator {annotator}: only 'pattern' is available in this version")
+    if annotator not in ("pattern", "llm"):
+        raise DfsuError(f"--annotator {annotator}: must be pattern or llm")
     texts = read_jsonl(run / PSEUDO / "texts.jsonl")
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(run / "target")
+    llm = make_llm_annotator(cfg) if annotator == "llm" else None
     out_rows = []
-    for row in texts:
+    for row in progress_iter(texts, f"annotate ({annotator})"):
+        reason = None
         if "spans" in row:  # swapped candidates carry their true spans
             spans, who = row["spans"], "known"
+        elif llm is not None:
+            found, who, reason = llm(row["text"])
+            spans = [s.to_dict() for s in found]
         else:
-            spans, who = [s.to_dict() for s in detect(row["text"])], annotator
+            spans, who = [s.to_dict() for s in detect(row["text"])], "pattern"
         _, mask = encode_with_mask(tok, row["text"], [(s["start"], s["end"]) for s in spans])
-        out_rows.append(
-            {
-                "text": row["text"],
-                "spans": spans,
-                "annotator": who,
-                "candidate_id": row.get("candidate_id"),
-                "token_mask": mask[1:],
-            }
-        )
+        out = {
+            "text": row["text"],
+            "spans": spans,
+            "annotator": who,
+            "candidate_id": row.get("candidate_id"),
+            "token_mask": mask[1:],
+        }
+        if reason:
+            out["fallback_reason"] = reason
+        out_rows.append(out)
     atomic_write_jsonl(run / PSEUDO / "pseudo.jsonl", out_rows)
 
     # How good is the annotator? Scored on freshly generated (public) records.
@@ -210,9 +240,21 @@ def annotate(cfg: RunConfig, run: str | Path, annotator: str | None = None) -> P
         locales=cfg.data.locales,
         id_prefix="annot",
     )
-    report = score_detector(held, STRUCTURED)
+    report: dict[str, Any] = score_detector(held, STRUCTURED)
     report["with_spans"] = sum(1 for r in out_rows if r["spans"])
     report["texts"] = len(out_rows)
+    report["annotator"] = annotator
+    if llm is not None:
+        report["llm_counts"] = dict(llm.counts)
     atomic_write_json(run / PSEUDO / "annotator_eval.json", report)
     record_stage(run, "annotate", {"annotator": annotator}, time.time() - started)
     return run / PSEUDO / "pseudo.jsonl"
+
+
+def progress_iter(items: list[Any], description: str):
+    from dfsu.ui import progress_bar
+
+    with progress_bar(description, len(items)) as bar:
+        for item in items:
+            yield item
+            bar.update(0, advance=1)

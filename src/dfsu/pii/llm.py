@@ -1,0 +1,182 @@
+"""The paper's annotator: few-shot prompting of an LLM that lists the PII in a text.
+
+The model answers with a JSON list of ``{"value", "label"}``; offsets are computed here
+(every occurrence of each value), values absent from the text are dropped and counted.
+Backends: a local Hugging Face causal LM directory, or any OpenAI-compatible server
+(vLLM, Ollama, `transformers serve`) by base URL, with a timeout and retries. When a
+request fails or the answer is not a usable JSON list, that one text falls back to the
+pattern detectors, and the fallback is recorded with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from dfsu.pii.detectors import detect, resolve_overlaps
+from dfsu.pii.records import Span, canonical_label
+
+INSTRUCTION = (
+    "List the personally identifiable information (PII) in the text as a JSON list of "
+    'objects with "value" (copied exactly from the text) and "label" (e.g. FIRSTNAME, '
+    "LASTNAME, EMAIL, PHONENUMBER, IPV4, IPV6, USERAGENT, STREET, CITY, SSN, IBAN, "
+    "CREDITCARDNUMBER, DATE, URL, USERNAME, ACCOUNTNUMBER). Answer [] when there is none."
+)
+
+EXAMPLES = [
+    (
+        "Login alert: user mkeller7 signed in from 81.2.69.160.",
+        [{"value": "mkeller7", "label": "USERNAME"}, {"value": "81.2.69.160", "label": "IPV4"}],
+    ),
+    (
+        "Refund for Jana Novak, IBAN DE44500105175407324931, sent on 2021-03-04.",
+        [
+            {"value": "Jana", "label": "FIRSTNAME"},
+            {"value": "Novak", "label": "LASTNAME"},
+            {"value": "DE44500105175407324931", "label": "IBAN"},
+            {"value": "2021-03-04", "label": "DATE"},
+        ],
+    ),
+    ("The fresh bread was baked in the oven.", []),
+]
+
+
+def build_prompt(text: str, shots: int = 3) -> str:
+    parts = [INSTRUCTION, ""]
+    for example, answer in EXAMPLES[:shots]:
+        parts += [f"Text: {example}", f"PII: {json.dumps(answer)}", ""]
+    parts += [f"Text: {text}", "PII:"]
+    return "\n".join(parts)
+
+
+_ARRAY = re.compile(r"\[.*?\]", re.S)
+
+
+def parse_entities(answer: str) -> list[dict[str, str]] | None:
+    """The first JSON list of {value, label} objects in an answer; None when there is none."""
+    for match in _ARRAY.finditer(answer):
+        try:
+            items = json.loads(match.group(0))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(items, list) and all(
+            isinstance(i, dict)
+            and isinstance(i.get("value"), str)
+            and isinstance(i.get("label"), str)
+            for i in items
+        ):
+            return [{"value": i["value"], "label": canonical_label(i["label"])} for i in items]
+    return None
+
+
+def locate(text: str, entities: list[dict[str, str]]) -> tuple[list[Span], int]:
+    """Spans for every occurrence of every value; (spans, number of values not in the text)."""
+    spans, dropped = [], 0
+    for item in entities:
+        value = item["value"].strip()
+        if not value or value not in text:
+            dropped += 1
+            continue
+        start = text.find(value)
+        while start != -1:
+            spans.append(Span(value, start, start + len(value), item["label"]))
+            start = text.find(value, start + 1)
+    return resolve_overlaps(spans), dropped
+
+
+class ServerBackend:
+    """An OpenAI-compatible server: POST {base_url}/completions or /chat/completions."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api: str = "completions",
+        timeout: float = 60.0,
+        retries: int = 2,
+        max_tokens: int = 256,
+    ):
+        self.url = base_url.rstrip("/") + ("/chat/completions" if api == "chat" else "/completions")
+        self.model, self.api, self.timeout = model, api, timeout
+        self.retries, self.max_tokens = retries, max_tokens
+
+    def __call__(self, prompt: str) -> str:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "temperature": 0,
+        }
+        if self.api == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        request = urllib.request.Request(
+            self.url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    reply = json.loads(response.read())
+                choice = reply["choices"][0]
+                return choice["message"]["content"] if self.api == "chat" else choice["text"]
+            except (urllib.error.URLError, TimeoutError, OSError, KeyError, ValueError) as exc:
+                last = exc
+                time.sleep(min(2.0**attempt * 0.5, 5.0))
+        raise ConnectionError(f"{self.url}: no answer after {self.retries + 1} tries ({last})")
+
+
+class LocalBackend:
+    """A local Hugging Face causal LM, greedy decoding."""
+
+    def __init__(self, path: str, max_tokens: int = 256):
+        from dfsu.target import load_causal_lm
+
+        self.model, self.tokenizer = load_causal_lm(path)
+        self.model.eval()
+        self.max_tokens = max_tokens
+
+    def __call__(self, prompt: str) -> str:
+        import torch
+
+        enc = self.tokenizer(prompt, return_tensors="pt")
+        with torch.no_grad():
+            out = self.model.generate(
+                **enc,
+                max_new_tokens=self.max_tokens,
+                do_sample=False,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+        return self.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+@dataclass
+class LLMAnnotator:
+    backend: Any
+    shots: int = 3
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"llm": 0, "fallback": 0, "dropped_values": 0}
+    )
+
+    def __call__(self, text: str) -> tuple[list[Span], str, str | None]:
+        """(spans, who annotated, why it fell back or None)."""
+        try:
+            answer = self.backend(build_prompt(text, self.shots))
+        except ConnectionError as exc:
+            return self._fallback(text, f"request failed: {exc}")
+        entities = parse_entities(answer)
+        if entities is None:
+            return self._fallback(text, "answer is not a JSON list of {value, label}")
+        spans, dropped = locate(text, entities)
+        self.counts["llm"] += 1
+        self.counts["dropped_values"] += dropped
+        return spans, "llm", None
+
+    def _fallback(self, text: str, reason: str) -> tuple[list[Span], str, str]:
+        self.counts["fallback"] += 1
+        return detect(text), "pattern-fallback", reason
