@@ -243,3 +243,19 @@ def test_unlearn_runs_under_accelerate_launch_with_two_cpu_processes(trained_mic
     summary = json.loads((run / "unlearned" / "pscu-oracle" / "summary.json").read_text())
     # Two processes share the data: each optimizer step sees a batch from each of them.
     assert summary["steps"] >= 1 and (run / "unlearned" / "pscu-oracle" / "merged").is_dir()
+
+
+def test_pscu_with_public_retain_descent_logs_the_retain_term(trained_micro_run, tmp_path):
+    cfg, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    out = unlearn(
+        load_config(str(run / "config.yaml"), FAST + ["unlearning.retain_weight=2"]),
+        run,
+        "pscu",
+        "oracle",
+    )
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert all(e["retain"] > 0 for e in log)
+    assert all(
+        e["loss"] == pytest.approx(e["gen"] - e["priv"] + 2 * e["retain"], rel=1e-4) for e in log
+    )

@@ -200,6 +200,9 @@ class UnlearnConfig:
     alpha: float = _f(1.0, "weight of the descent term on context tokens")
     beta: float = _f(1.0, "weight of the ascent term on PII tokens")
     npo_beta: float = _f(0.1, "inverse temperature of the NPO loss")
+    retain_weight: float = _f(
+        0.0, "weight of extra descent on public general text (not in the paper; 0 = off)"
+    )
     lora_target: str = _f("mlp", "mlp, attention or full")
     lora_r: int = _f(4, "LoRA rank")
     lora_alpha: int = _f(32, "LoRA alpha")

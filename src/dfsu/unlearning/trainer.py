@@ -6,7 +6,7 @@ Methods (objectives in ``losses.py``):
 - ``ga``: ascent on whole sequences;
 - ``npo``: NPO on the PII tokens (reference = the model with adapters disabled) + descent
   on the context;
-- ``graddiff``: ascent on whole forget sequences, descent on public general text.
+- ``graddiff``: ascent on whole forget sequences, descent on public text (general + NLI).
 
 Data: ``pseudo`` (RUN/pseudo/pseudo.jsonl, the data-free method) or ``oracle`` (the true
 injected records with their gold spans: the upper bound).
@@ -126,6 +126,21 @@ def _collate(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 def _objective(method: str, model: Any, batch: dict, uc: UnlearnConfig, retain: dict | None):
+    parts = _forget_objective(method, model, batch, uc, retain)
+    if uc.retain_weight > 0 and method != "graddiff":
+        # Beyond the paper (off by default): descent on public general text as well.
+        r_logits = model(
+            input_ids=retain["input_ids"], attention_mask=retain["attention_mask"]
+        ).logits
+        r_losses = token_losses(r_logits, retain["input_ids"], retain["attention_mask"])
+        kept = (r_losses * retain["attention_mask"][:, 1:]).sum() / retain["attention_mask"][
+            :, 1:
+        ].sum().clamp(min=1)
+        parts = dict(parts, loss=parts["loss"] + uc.retain_weight * kept, retain=kept)
+    return parts
+
+
+def _forget_objective(method: str, model: Any, batch: dict, uc: UnlearnConfig, retain: dict | None):
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     losses = token_losses(logits, batch["input_ids"], batch["attention_mask"])
     valid = batch["attention_mask"][:, 1:].float()
@@ -216,13 +231,13 @@ def unlearn(
         : uc.eval_docs
     ]
     retain_iter = None
-    if method == "graddiff":
-        general = [
-            r["text"]
-            for r in read_jsonl(run / "data" / "train.jsonl")
-            if r.get("source") == "general"
+    uses_retain = method == "graddiff" or uc.retain_weight > 0
+    if uses_retain:
+        # Public text only (general and NLI rows), never the injected records.
+        public = [
+            r["text"] for r in read_jsonl(run / "data" / "train.jsonl") if r.get("source") != "pii"
         ]
-        retain = _encode(tokenizer, [{"text": t, "spans": []} for t in general], uc.max_length)
+        retain = _encode(tokenizer, [{"text": t, "spans": []} for t in public], uc.max_length)
         retain_loader = torch.utils.data.DataLoader(
             retain,
             batch_size=uc.micro_batch_size,
@@ -238,7 +253,7 @@ def unlearn(
     )
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=uc.lr)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    if method == "graddiff":
+    if uses_retain:
         retain_loader = accelerator.prepare(retain_loader)
     device = accelerator.device
 
@@ -261,12 +276,12 @@ def unlearn(
     model.train()
     with progress_bar(f"unlearn {name}", total) as bar:
         for epoch in range(uc.epochs):
-            if method == "graddiff":
+            if uses_retain:
                 retain_iter = iter(retain_loader)
             for batch in loader:
                 with accelerator.accumulate(model):
                     retain_batch = None
-                    if method == "graddiff":
+                    if uses_retain:
                         try:
                             retain_batch = next(retain_iter)
                         except StopIteration:
