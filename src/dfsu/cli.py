@@ -105,8 +105,28 @@ def build_parser() -> argparse.ArgumentParser:
     un.add_argument("--name", default=None, help="output name (default: METHOD-DATA)")
     un.add_argument("overrides", nargs="*", metavar="key.sub=value", help="e.g. unlearning.lr=5e-4")
 
+    run_p = sub.add_parser("run", help="the whole method over one run directory (resumable)")
+    run_p.add_argument("config", help="YAML path or shipped name (tiny, small, paper-pythia410m)")
+    run_p.add_argument("--out", required=True, help="run directory (created 0700)")
+    run_p.add_argument(
+        "--rows",
+        default=None,
+        help="comma-separated rows (default: all): original, oracle, dfsu, ga, "
+        "gen_only, npo, graddiff, dfsu-inversion, dfsu-self, dfsu-candidates",
+    )
+    run_p.add_argument(
+        "--force",
+        action="append",
+        default=[],
+        metavar="STAGE",
+        help="redo a stage even if up to date (e.g. target, unlearn:dfsu)",
+    )
+    run_p.add_argument("--show-pii", action="store_true", help="true PII values in the report")
+    run_p.add_argument("overrides", nargs="*", metavar="key.sub=value")
+
     demo = sub.add_parser("demo", help="the embedded tiny default end to end, with a summary")
     demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
+    demo.add_argument("--full", action="store_true", help="every row, not only the core set")
     _add_config_args(demo)
 
     score_p = sub.add_parser("score", help="ERR, FRS, S-Exp, E-Hit of a generations JSONL file")
@@ -375,17 +395,43 @@ def _print_target_summary(target: Path) -> None:
     )
 
 
+def _print_results(run: Path, payload: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("method", "ERR", "FRS", "S-Exp", "E-Hit", "PPL", "NLI acc", title="results")
+    for row in payload["rows"]:
+        cells = [
+            f"{row[k]:.2f}" if row.get(k) is not None else "–"
+            for k in ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc")
+        ]
+        table.add_row(row["method"], *cells)
+    console = Console()
+    console.print(table)
+    total = sum(payload["timings"].values())
+    console.print(f"{run}/results.json and {run}/report.html; stages took {total:.0f}s")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dfsu.config import load_config
+    from dfsu.pipeline import run_pipeline
+
+    cfg = load_config(args.config, args.overrides)
+    rows = [r.strip() for r in args.rows.split(",")] if args.rows else None
+    payload = run_pipeline(cfg, Path(args.out), rows, args.force, args.show_pii)
+    _print_results(Path(args.out), payload)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.corpus import build_corpus
-    from dfsu.target import train_target
+    from dfsu.pipeline import DEMO_ROWS, run_pipeline
 
     cfg = load_config(args.config, args.overrides)
     run = Path(args.out)
-    build_corpus(cfg, run)
-    target = train_target(cfg, run)
-    _print_target_summary(target)
-    print(f"run directory: {run}", file=sys.stderr)
+    payload = run_pipeline(cfg, run, None if args.full else DEMO_ROWS)
+    _print_target_summary(run / "target")
+    _print_results(run, payload)
     return 0
 
 
@@ -432,6 +478,7 @@ COMMANDS = {
     "synthesize": cmd_synthesize,
     "annotate": cmd_annotate,
     "demo": cmd_demo,
+    "run": cmd_run,
     "config": cmd_config,
     "score": cmd_score,
     "evaluate": cmd_evaluate,
@@ -439,7 +486,13 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # Overrides may come after options (`dfsu run tiny --out R a.b=1`): argparse leaves them over.
+    if extra:
+        if not hasattr(args, "overrides") or any(x.startswith("-") or "=" not in x for x in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = [*args.overrides, *extra]
     from dfsu.ui import set_quiet
 
     set_quiet(args.quiet)

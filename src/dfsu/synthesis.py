@@ -76,8 +76,10 @@ def _dedupe(texts: list[str]) -> list[str]:
     return list(dict.fromkeys(t for t in (" ".join(x.split()) for x in texts) if t))
 
 
-def synthesize(cfg: RunConfig, run: str | Path, source: str | None = None) -> Path:
-    """Stage: candidates -> pseudo texts by the chosen source -> RUN/pseudo/."""
+def synthesize(
+    cfg: RunConfig, run: str | Path, source: str | None = None, out: Path | None = None
+) -> Path:
+    """Stage: candidates -> pseudo texts by the chosen source -> RUN/pseudo/ (or ``out``)."""
     started = time.time()
     run = Path(run)
     sc = cfg.synthesis
@@ -140,7 +142,7 @@ def synthesize(cfg: RunConfig, run: str | Path, source: str | None = None) -> Pa
         for cand, texts in zip(candidates, per, strict=True):
             rows += [{"text": t, "candidate_id": cand.id, "source": source} for t in _dedupe(texts)]
 
-    out = run / PSEUDO
+    out = out or run / PSEUDO
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_jsonl(out / "candidates.jsonl", (c.to_dict() for c in candidates))
     atomic_write_jsonl(out / "texts.jsonl", rows)
@@ -198,14 +200,18 @@ def make_llm_annotator(cfg: RunConfig) -> Any:
     return LLMAnnotator(backend, shots=sc.llm_shots)
 
 
-def annotate(cfg: RunConfig, run: str | Path, annotator: str | None = None) -> Path:
-    """Stage: PII spans for every pseudo text + target token masks -> RUN/pseudo/pseudo.jsonl."""
+def annotate(
+    cfg: RunConfig, run: str | Path, annotator: str | None = None, pseudo: Path | None = None
+) -> Path:
+    """Stage: PII spans for every pseudo text + target token masks -> RUN/pseudo/pseudo.jsonl
+    (or ``pseudo``/pseudo.jsonl)."""
     started = time.time()
     run = Path(run)
+    pseudo = pseudo or run / PSEUDO
     annotator = annotator or cfg.synthesis.annotator
     if annotator not in ("pattern", "llm"):
         raise DfsuError(f"--annotator {annotator}: must be pattern or llm")
-    texts = read_jsonl(run / PSEUDO / "texts.jsonl")
+    texts = read_jsonl(pseudo / "texts.jsonl")
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(run / "target")
@@ -231,7 +237,7 @@ def annotate(cfg: RunConfig, run: str | Path, annotator: str | None = None) -> P
         if reason:
             out["fallback_reason"] = reason
         out_rows.append(out)
-    atomic_write_jsonl(run / PSEUDO / "pseudo.jsonl", out_rows)
+    atomic_write_jsonl(pseudo / "pseudo.jsonl", out_rows)
 
     # How good is the annotator? Scored on freshly generated (public) records.
     held = generate_records(
@@ -246,9 +252,9 @@ def annotate(cfg: RunConfig, run: str | Path, annotator: str | None = None) -> P
     report["annotator"] = annotator
     if llm is not None:
         report["llm_counts"] = dict(llm.counts)
-    atomic_write_json(run / PSEUDO / "annotator_eval.json", report)
+    atomic_write_json(pseudo / "annotator_eval.json", report)
     record_stage(run, "annotate", {"annotator": annotator}, time.time() - started)
-    return run / PSEUDO / "pseudo.jsonl"
+    return pseudo / "pseudo.jsonl"
 
 
 def progress_iter(items: list[Any], description: str):

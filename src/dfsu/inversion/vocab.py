@@ -18,26 +18,28 @@ SPACE = "▁"
 
 
 def train_inverter_tokenizer(texts: list[str], vocab_size: int) -> Any:
-    """A SentencePiece-style Unigram tokenizer (T5 conventions: pad 0, eos 1, unk 2)."""
+    """A SentencePiece-style tokenizer ("▁" word starts; T5 conventions: pad 0, eos 1, unk 2).
+
+    BPE over Metaspace pieces rather than Unigram: the `tokenizers` Unigram trainer is not
+    deterministic between processes, and a run must be reproducible for a seed.
+    """
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers.processors import TemplateProcessing
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.Unigram())
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.normalizer = normalizers.NFKC()
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(
+    trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=["<pad>", "</s>", "<unk>"],
-        unk_token="<unk>",
         # Every printable ASCII character, seen in the texts or not: punctuation of e-mails,
         # URLs and user agents must never become <unk>.
-        initial_alphabet=[c for c in string.printable if not c.isspace()],
+        initial_alphabet=[c for c in string.printable if not c.isspace()] + [SPACE],
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
-    from tokenizers.processors import TemplateProcessing
-
     tok.post_processor = TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
     )

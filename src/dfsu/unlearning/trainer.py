@@ -80,14 +80,14 @@ def lora_modules(model_type: str, target: str) -> list[str]:
     return table["mlp"] + table["attention"] if target == "full" else list(table[target])
 
 
-def unlearning_texts(run: Path, data: str) -> list[dict[str, Any]]:
+def unlearning_texts(run: Path, data: str, pseudo: Path | None = None) -> list[dict[str, Any]]:
     """[{text, spans: [(start, end)]}] for the pseudo data or the oracle's true records."""
     if data == "oracle":
         return [
             {"text": r.text, "spans": [(s.start, s.end) for s in r.spans]}
             for r in read_records(run)
         ]
-    path = run / "pseudo" / "pseudo.jsonl"
+    path = (pseudo or run / "pseudo") / "pseudo.jsonl"
     if not path.is_file():
         raise DfsuError(f"{path}: missing (run `dfsu synthesize` and `dfsu annotate` first)")
     rows = []
@@ -186,8 +186,11 @@ def unlearn(
     method: str = "pscu",
     data: str = "pseudo",
     name: str | None = None,
+    pseudo: Path | None = None,
 ) -> Path:
-    """Stage: LoRA unlearning of the run's target; writes adapter/, merged/ and the log."""
+    """Stage: LoRA unlearning of the run's target; writes adapter/, merged/ and the log.
+
+    ``pseudo``: the directory holding pseudo.jsonl (default RUN/pseudo)."""
     if method not in METHODS:
         raise DfsuError(f"--method: {method!r} is not one of {', '.join(METHODS)}")
     if data not in DATA:
@@ -216,7 +219,7 @@ def unlearn(
     pad = tokenizer.pad_token_id
 
     # Data: unlearning texts (a held-out share for the privacy proxy), held-out general text.
-    rows = unlearning_texts(run, data)
+    rows = unlearning_texts(run, data, pseudo)
     if len(rows) < 2:
         raise DfsuError(f"{name}: needs at least 2 unlearning texts, found {len(rows)}")
     random.Random(f"holdout-{cfg.seed}").shuffle(rows)
@@ -294,7 +297,11 @@ def unlearn(
                 if not accelerator.sync_gradients:
                     continue
                 step += 1
-                entry = {"step": step, "epoch": epoch, **{k: float(v) for k, v in parts.items()}}
+                entry = {
+                    "step": step,
+                    "epoch": epoch,
+                    **{k: float(v.detach()) for k, v in parts.items()},
+                }
                 if step % uc.eval_every == 0 or step == total:
                     entry["check"] = check(step)
                     checks.append(entry["check"])

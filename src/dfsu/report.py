@@ -1,0 +1,199 @@
+"""RUN/report.html: one self-contained page (inline CSS and SVG, no scripts, no network)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from dfsu.pii.detectors import detect
+from dfsu.pii.redact import redact_text
+from dfsu.rundir import atomic_write_text, read_jsonl
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;
+text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+.ci{color:#888;font-size:.8em}mark{background:#ffd9a0;border-radius:3px;padding:0 2px}
+.box{border:1px solid #ddd;border-radius:6px;padding:.6rem;margin:.5rem 0;font-family:monospace;
+font-size:.9em;white-space:pre-wrap}.muted{color:#777}h2{margin-top:2rem}
+"""
+METRICS = ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc")
+_MASKED = re.compile(r"\S*•\S*")
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    head = "".join(f"<th>{m}</th>" for m in METRICS)
+    body = []
+    for row in rows:
+        cells = []
+        for m in METRICS:
+            value = row.get(m)
+            text = "–" if value is None else f"{value:.2f}"
+            if m in row.get("ci", {}):
+                lo, hi = row["ci"][m]
+                text += f' <span class="ci">[{lo:.1f}, {hi:.1f}]</span>'
+            cells.append(f"<td>{text}</td>")
+        body.append(f"<tr><td>{html.escape(row['method'])}</td>{''.join(cells)}</tr>")
+    return f"<table><tr><th>method</th>{head}</tr>{''.join(body)}</table>"
+
+
+def _scatter(
+    points: list[tuple[str, float, float]],
+    xlabel: str,
+    ylabel: str,
+    lines: dict[str, list[tuple[float, float]]] | None = None,
+) -> str:
+    """A small SVG scatter (and optional polylines), axes scaled to the data."""
+    xs = [p[1] for p in points] + [x for pts in (lines or {}).values() for x, _ in pts]
+    ys = [p[2] for p in points] + [y for pts in (lines or {}).values() for _, y in pts]
+    if not xs:
+        return "<p class=muted>no data</p>"
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = min(ys), max(ys)
+    x1, y1 = x1 + (x1 - x0) * 0.1 + 1e-9, y1 + (y1 - y0) * 0.1 + 1e-9
+    x0, y0 = x0 - (x1 - x0) * 0.05, y0 - (y1 - y0) * 0.05
+    w, h, m = 640, 360, 50
+
+    def sx(x: float) -> float:
+        return m + (x - x0) / (x1 - x0) * (w - 2 * m)
+
+    def sy(y: float) -> float:
+        return h - m - (y - y0) / (y1 - y0) * (h - 2 * m)
+
+    parts = [
+        f'<svg width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">',
+        f'<line x1="{m}" y1="{h - m}" x2="{w - m}" y2="{h - m}" stroke="#444"/>',
+        f'<line x1="{m}" y1="{m}" x2="{m}" y2="{h - m}" stroke="#444"/>',
+        f'<text x="{w / 2}" y="{h - 10}" text-anchor="middle">{html.escape(xlabel)}</text>',
+        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" '
+        f'text-anchor="middle">{html.escape(ylabel)}</text>',
+        f'<text x="{m}" y="{h - m + 16}" font-size="11">{x0:.2f}</text>',
+        f'<text x="{w - m}" y="{h - m + 16}" font-size="11" text-anchor="end">{x1:.2f}</text>',
+        f'<text x="{m - 4}" y="{h - m}" font-size="11" text-anchor="end">{y0:.1f}</text>',
+        f'<text x="{m - 4}" y="{m + 4}" font-size="11" text-anchor="end">{y1:.1f}</text>',
+    ]
+    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
+    for i, (name, pts) in enumerate((lines or {}).items()):
+        coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
+        color = palette[i % len(palette)]
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{color}" '
+            f'stroke-width="1.5" opacity=".7"><title>{html.escape(name)}</title></polyline>'
+        )
+        x, y = pts[-1]
+        parts.append(
+            f'<text x="{sx(x) + 4:.1f}" y="{sy(y):.1f}" font-size="11" '
+            f'fill="{color}">{html.escape(name)}</text>'
+        )
+    for name, x, y in points:
+        parts.append(
+            f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="5" fill="#333"/>'
+            f'<text x="{sx(x) + 7:.1f}" y="{sy(y) - 6:.1f}" font-size="12">'
+            f"{html.escape(name)}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _highlight(text: str, spans: list[tuple[int, int, str]]) -> str:
+    out, last = [], 0
+    for start, end, label in sorted(spans):
+        if start < last:
+            continue
+        out.append(html.escape(text[last:start]))
+        out.append(f'<mark title="{html.escape(label)}">{html.escape(text[start:end])}</mark>')
+        last = end
+    out.append(html.escape(text[last:]))
+    return "".join(out)
+
+
+def _pii_like(text: str) -> list[tuple[int, int, str]]:
+    """PII-like spans of a (possibly redacted) text: detector hits and masked values."""
+    spans = [(s.start, s.end, s.label) for s in detect(text)]
+    spans += [(m.start(), m.end(), "redacted") for m in _MASKED.finditer(text)]
+    return spans
+
+
+def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> Path:
+    rows = payload["rows"]
+    secrets: list[str] = []
+    if not show_pii and (run / "data" / "pii_records.jsonl").is_file():
+        secrets = [
+            s["value"]
+            for r in read_jsonl(run / "data" / "pii_records.jsonl")
+            for s in r["privacy_mask"]
+        ]
+
+    points = [(r["method"], r["PPL"], r["E_Hit"]) for r in rows if r.get("PPL") is not None]
+    lines = {
+        r["method"]: [(c["ppl"], c["pii_loss"]) for c in r["checks"]]
+        for r in rows
+        if r.get("checks")
+    }
+    sections = [
+        "<h1>dfsu report</h1>",
+        f"<p class=muted>run: {html.escape(str(run))} · PII "
+        f"{'shown' if show_pii else 'redacted'}</p>",
+        "<h2>Results</h2>",
+        _table(rows),
+        "<p class=muted>Metrics in percent except perplexity; 95% bootstrap intervals.</p>",
+        "<h2>Privacy and utility</h2>",
+        _scatter(points, "held-out perplexity", "E-Hit (%)"),
+        "<h3>Training trajectories (every check)</h3>",
+        _scatter([], "held-out perplexity", "held-out PII-token loss (nats)", lines),
+    ]
+    if payload.get("inverter"):
+        inv = payload["inverter"]
+        sections.append(
+            f"<h2>Inverter</h2><p>mode {html.escape(str(inv['mode']))}: token F1 "
+            f"{inv['token_f1']:.1f}, BLEU {inv['bleu']:.1f} (gain over a constant output "
+            f"{inv['gain_token_f1']:+.1f} F1); entities reproduced exactly "
+            f"{inv['entity_exact']:.1f}%</p>"
+        )
+
+    # Pseudo-PII examples with their annotations (true values masked unless asked).
+    for source in sorted(payload.get("pseudo", {})):
+        path = run / "pseudo" / source / "pseudo.jsonl"
+        if not path.is_file():
+            continue
+        examples = [r for r in read_jsonl(path) if r["spans"]][:5]
+        sections.append(f"<h2>Pseudo-PII ({html.escape(source)})</h2>")
+        for ex in examples:
+            spans = [(s["start"], s["end"], s["label"]) for s in ex["spans"]]
+            body = _highlight(ex["text"], spans)
+            if secrets:
+                body = redact_text(body, [html.escape(v) for v in secrets])
+            sections.append(
+                f'<div class="box">{body} '
+                f"<span class=muted>({html.escape(ex['annotator'])})</span></div>"
+            )
+
+    # Before/after continuations of the same prompts.
+    after = next((r["method"] for r in rows if r["method"] == "dfsu"), None) or (
+        rows[-1]["method"] if len(rows) > 1 else None
+    )
+    if (
+        after
+        and (run / "eval" / "original.json").is_file()
+        and (run / "eval" / f"{after}.json").is_file()
+    ):
+        before_s = json.loads((run / "eval" / "original.json").read_text())["samples"][:5]
+        after_s = json.loads((run / "eval" / f"{after}.json").read_text())["samples"][:5]
+        sections.append(f"<h2>Continuations: original vs {html.escape(after)}</h2>")
+        for b, a in zip(before_s, after_s, strict=False):
+            sections.append(
+                f'<div class="box"><b>{html.escape(b["prefix"])}</b>\n'
+                f"original: {_highlight(b['generations'][0], _pii_like(b['generations'][0]))}\n"
+                f"{html.escape(after)}: "
+                f"{_highlight(a['generations'][0], _pii_like(a['generations'][0]))}</div>"
+            )
+    page = (
+        f"<!doctype html><html><head><meta charset=utf-8><title>dfsu report</title>"
+        f"<style>{CSS}</style></head><body>{''.join(sections)}</body></html>"
+    )
+    out = run / "report.html"
+    atomic_write_text(out, page)
+    return out

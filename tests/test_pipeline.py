@@ -1,0 +1,156 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import MICRO, MICRO_INVERTER
+
+from dfsu.cli import main
+from dfsu.config import load_config
+from dfsu.pipeline import run_pipeline
+
+FAST = [
+    "unlearning.lr=5e-3",
+    "unlearning.epochs=1",
+    "unlearning.eval_every=1",
+    "unlearning.batch_size=8",
+    "unlearning.micro_batch_size=4",
+    "unlearning.eval_docs=5",
+    "synthesis.swaps_per_template=1",
+    "synthesis.annotator_eval_records=20",
+    "evaluation.num_samples=2",
+]
+OVERRIDES = MICRO + MICRO_INVERTER + FAST
+ROWS = ["original", "oracle", "dfsu", "ga", "gen_only", "dfsu-self"]
+
+
+def _without_timings(path):
+    data = json.loads(path.read_text())
+    data.pop("timings")
+    return data
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    run = tmp_path_factory.mktemp("pipeline") / "run"
+    run_pipeline(load_config("tiny", OVERRIDES), run, ROWS)
+    return run
+
+
+def test_run_writes_the_exact_files_and_every_row(reference):
+    run = reference
+    assert sorted(p.name for p in run.iterdir()) == [
+        "config.yaml",
+        "data",
+        "eval",
+        "inverter",
+        "manifest.json",
+        "pseudo",
+        "report.html",
+        "results.json",
+        "target",
+        "unlearned",
+    ]
+    assert sorted(p.name for p in (run / "pseudo").iterdir()) == ["inversion", "self"]
+    assert sorted(p.name for p in (run / "unlearned").iterdir()) == [
+        "dfsu",
+        "dfsu-self",
+        "ga",
+        "gen_only",
+        "oracle",
+    ]
+    assert sorted(p.name for p in (run / "eval").iterdir() if p.suffix == ".json") == sorted(
+        f"{r}.json" for r in ROWS
+    )
+    results = json.loads((run / "results.json").read_text())
+    assert [r["method"] for r in results["rows"]] == ROWS
+    for row in results["rows"]:
+        for key in ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc"):
+            assert isinstance(row[key], float), (row["method"], key)
+        assert set(row["ci"]) == {"ERR", "FRS", "S_Exp", "E_Hit"}
+        assert 0 <= row["E_Hit"] <= 100 and row["PPL"] > 1
+    assert results["inverter"]["mode"] == "all"
+    assert set(results["pseudo"]) == {"inversion", "self"}
+    assert {"corpus", "target", "inverter", "unlearn:dfsu", "evaluate:original"} <= set(
+        results["timings"]
+    )
+    page = (run / "report.html").read_text()
+    assert page.startswith("<!doctype html>") and "<svg" in page and "dfsu-self" in page
+    assert "<script" not in page and "http" not in page.split("<body>")[1].split("run:")[0]
+    # Redacted by default: no private value longer than 5 characters appears in the report.
+    private = [
+        s["value"]
+        for line in (run / "data" / "pii_records.jsonl").read_text().splitlines()
+        for s in json.loads(line)["privacy_mask"]
+        if len(s["value"]) > 5
+    ]
+    assert not [v for v in private if v in page]
+
+
+def test_a_rerun_skips_what_is_done_and_redoes_what_changed(reference, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    before = json.loads((run / "manifest.json").read_text())["pipeline"]
+    assert main(["run", "tiny", "--out", str(run), "--rows", ",".join(ROWS), *OVERRIDES]) == 0
+    assert capsys.readouterr().err.count("up to date") == len(before)
+    assert _without_timings(run / "results.json") == _without_timings(reference / "results.json")
+    # A new unlearning setting redoes unlearning and evaluation only.
+    assert (
+        main(
+            [
+                "--quiet",
+                "run",
+                "tiny",
+                "--out",
+                str(run),
+                "--rows",
+                ",".join(ROWS),
+                *OVERRIDES,
+                "unlearning.lr=1e-3",
+            ]
+        )
+        == 0
+    )
+    after = json.loads((run / "manifest.json").read_text())["pipeline"]
+    changed = {name for name in after if after[name]["key"] != before[name]["key"]}
+    assert changed == {n for n in before if n.startswith(("unlearn:", "evaluate:"))} - {
+        "evaluate:original"
+    }
+    assert main(["--quiet", "run", "tiny", "--out", str(run), "--rows", "original,nope"]) == 2
+
+
+def test_same_config_same_results_and_a_killed_run_resumes_to_them(reference, tmp_path):
+    run = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "dfsu.cli",
+        "--quiet",
+        "run",
+        "tiny",
+        "--out",
+        str(run),
+        "--rows",
+        ",".join(ROWS),
+        *OVERRIDES,
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    manifest = run / "manifest.json"
+    deadline = time.time() + 120
+    while time.time() < deadline:  # kill -9 once the target is done, mid-way through the rest
+        if manifest.is_file() and "target" in json.loads(manifest.read_text()).get("pipeline", {}):
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = json.loads(manifest.read_text())["pipeline"]
+    assert "evaluate:original" not in done  # it really was interrupted
+    run_pipeline(load_config("tiny", OVERRIDES), run, ROWS)
+    assert _without_timings(run / "results.json") == _without_timings(reference / "results.json")
