@@ -9,6 +9,7 @@ Probabilities of target ids that land on one inverter id are added (``map_distri
 
 from __future__ import annotations
 
+import io
 import string
 from typing import Any
 
@@ -18,28 +19,44 @@ SPACE = "▁"
 
 
 def train_inverter_tokenizer(texts: list[str], vocab_size: int) -> Any:
-    """A SentencePiece-style tokenizer ("▁" word starts; T5 conventions: pad 0, eos 1, unk 2).
+    """A SentencePiece Unigram tokenizer with T5 conventions (pad 0, eos 1, unk 2, "▁").
 
-    BPE over Metaspace pieces rather than Unigram: the `tokenizers` Unigram trainer is not
-    deterministic between processes, and a run must be reproducible for a seed.
+    Trained with the `sentencepiece` library on one thread, which is deterministic (the
+    `tokenizers` Unigram trainer is not), then served as a fast `tokenizers` Unigram model.
+    Every printable ASCII character is in the vocabulary, seen in the texts or not, so the
+    punctuation of e-mails, URLs and user agents never becomes <unk>.
     """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    import sentencepiece as spm
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
     from tokenizers.processors import TemplateProcessing
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([" ".join(t.split()) for t in texts if t.strip()]),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type="unigram",
+        num_threads=1,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        character_coverage=1.0,
+        normalization_rule_name="nfkc",
+        hard_vocab_limit=False,  # a small corpus may not support the full size
+        minloglevel=2,
+    )
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    vocab = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
+    known = {piece for piece, _ in vocab}
+    floor = min(score for _, score in vocab) - 1.0
+    vocab += [(c, floor) for c in string.printable if not c.isspace() and c not in known]
+
+    tok = Tokenizer(models.Unigram(vocab, unk_id=2))
     tok.normalizer = normalizers.NFKC()
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme="always")
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<pad>", "</s>", "<unk>"],
-        # Every printable ASCII character, seen in the texts or not: punctuation of e-mails,
-        # URLs and user agents must never become <unk>.
-        initial_alphabet=[c for c in string.printable if not c.isspace()] + [SPACE],
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
     tok.post_processor = TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
     )
