@@ -15,8 +15,9 @@ Early stopping is checked every ``eval_every`` optimizer steps on held-out perpl
 privacy proxy (mean loss on the PII tokens of held-out unlearning texts; for the oracle, of
 the true records themselves, since all of them must be forgotten). Rule for the kept
 adapter: among the checks whose perplexity stays within ``max_ppl_increase`` of the start,
-the one with the highest privacy proxy; training stops at the first check beyond the bound.
-If no check stays within the bound, the adapter is kept as initialised (no change).
+the one with the highest privacy proxy (for ``gen_only``, which has no privacy objective,
+the last one); training stops at the first check beyond the bound. If no check stays within
+the bound, the adapter is kept as initialised (no change).
 """
 
 from __future__ import annotations
@@ -314,7 +315,11 @@ def unlearn(
                         log.append(entry)
                         stop_reason = f"perplexity rose more than {uc.max_ppl_increase:.0%}"
                         break
-                    if entry["check"]["pii_loss"] > best["check"]["pii_loss"]:
+                    # gen_only has no privacy objective to select by: it keeps its last
+                    # check within the bound (the same budget the others may use).
+                    if method == "gen_only" or (
+                        entry["check"]["pii_loss"] > best["check"]["pii_loss"]
+                    ):
                         unwrapped = accelerator.unwrap_model(model)
                         state = get_peft_model_state_dict(unwrapped)
                         best = {
