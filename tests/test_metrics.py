@@ -67,3 +67,8 @@ def test_score_cli_json_and_bad_lines(tmp_path, capsys):
     assert main(["score", str(path), "--json"]) == 2
     err = capsys.readouterr().err
     assert "line 2: 'suffix' must be a string" in err and "Traceback" not in err
+
+
+def test_redaction_leaves_longer_words_and_numbers_alone():
+    assert redact_text("Ticket #29601 at 60 Main", ["60"]) == "Ticket #29601 at 6• Main"
+    assert redact_text("mail a@b.org.", ["a@b.org"]) == "mail a@b.•••."

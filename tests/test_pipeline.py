@@ -154,3 +154,47 @@ def test_same_config_same_results_and_a_killed_run_resumes_to_them(reference, tm
     assert "evaluate:original" not in done  # it really was interrupted
     run_pipeline(load_config("tiny", OVERRIDES), run, ROWS)
     assert _without_timings(run / "results.json") == _without_timings(reference / "results.json")
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    # Debian's package, installed for this test when the machine allows it.
+    if shutil.which("apt-get") and os.geteuid() == 0:
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, timeout=600
+        )
+    return shutil.which("chromium")
+
+
+def test_report_renders_in_headless_chromium(reference, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed and could not be installed (apt-get as root)")
+    shot = tmp_path / "report.png"
+    proc = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1200,2000",
+            f"--screenshot={shot}",
+            (reference / "report.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-1000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a rendered page, not blank

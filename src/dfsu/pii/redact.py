@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 
@@ -15,7 +16,14 @@ def mask_value(value: str) -> str:
 
 
 def redact_text(text: str, values: Iterable[str]) -> str:
-    """Mask every occurrence of the given values in a text (longest first)."""
+    """Mask every occurrence of the given values in a text (longest first).
+
+    A value that begins or ends with a letter or digit is only masked where it is not part
+    of a longer word or number, so a short value ("60") does not eat into others ("29601").
+    """
     for value in sorted({v for v in values if v}, key=len, reverse=True):
-        text = text.replace(value, mask_value(value))
+        head = r"(?<!\w)" if value[0].isalnum() else ""
+        tail = r"(?!\w)" if value[-1].isalnum() else ""
+        masked = mask_value(value)
+        text = re.sub(head + re.escape(value) + tail, lambda _m, m=masked: m, text)
     return text
