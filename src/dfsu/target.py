@@ -7,7 +7,6 @@ safetensors, train_log.jsonl, memorization_probe.json, metrics.json).
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -34,6 +33,7 @@ from dfsu.evaluation.utility import perplexity
 from dfsu.pii import PiiRecord
 from dfsu.rundir import (
     atomic_write_json,
+    atomic_write_jsonl,
     create_run_dir,
     file_hash,
     read_jsonl,
@@ -350,7 +350,7 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
         model.save_pretrained(out)
         tokenizer.padding_side = "right"
         tokenizer.save_pretrained(out)
-        (out / "train_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
+        atomic_write_jsonl(out / "train_log.jsonl", log)
         atomic_write_json(out / "memorization_probe.json", probe)
         atomic_write_json(out / "metrics.json", metrics)
     save_config(run, cfg)

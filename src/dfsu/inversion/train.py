@@ -28,6 +28,7 @@ from dfsu.inversion.vocab import build_vocab_map, train_inverter_tokenizer, voca
 from dfsu.pii.generator import fill_from_pool
 from dfsu.rundir import (
     atomic_write_json,
+    atomic_write_jsonl,
     create_run_dir,
     file_hash,
     read_jsonl,
@@ -237,7 +238,7 @@ def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
         inv_tok.save_pretrained(out)
         save_rows(out / "cache" / "train", train_rows, train_texts)
         save_rows(out / "cache" / "eval", eval_rows, eval_texts)
-        (out / "train_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
+        atomic_write_jsonl(out / "train_log.jsonl", log)
         atomic_write_json(out / "examples.json", examples)
         atomic_write_json(out / "metrics.json", metrics)
     save_config(run, cfg)

@@ -22,7 +22,6 @@ the bound, the adapter is kept as initialised (no change).
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -38,7 +37,14 @@ from dfsu.corpus import read_records
 from dfsu.errors import DfsuError
 from dfsu.evaluation.utility import perplexity
 from dfsu.masks import encode_with_mask
-from dfsu.rundir import atomic_write_json, create_run_dir, read_jsonl, record_stage, staged_dir
+from dfsu.rundir import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    create_run_dir,
+    read_jsonl,
+    record_stage,
+    staged_dir,
+)
 from dfsu.target import load_causal_lm
 from dfsu.ui import progress_bar
 from dfsu.unlearning.losses import (
@@ -369,7 +375,7 @@ def unlearn(
             merged.save_pretrained(out / "merged")
             tokenizer.padding_side = "right"
             tokenizer.save_pretrained(out / "merged")
-            (out / "train_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
+            atomic_write_jsonl(out / "train_log.jsonl", log)
             atomic_write_json(out / "summary.json", summary)
         record_stage(
             run, f"unlearn:{name}", {"method": method, "data": data}, time.time() - started
