@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import random
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,9 @@ from dfsu.unlearning.losses import (
     pscu_objective,
     token_losses,
 )
+
+# PEFT still calls a transformers method that warns about its own deprecation on every load.
+warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 METHODS = ("pscu", "gen_only", "ga", "npo", "graddiff")
 DATA = ("pseudo", "oracle")
