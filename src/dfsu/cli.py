@@ -266,14 +266,11 @@ def _print_inverter_summary(inverter: Path) -> None:
 
 
 def cmd_invert(args: argparse.Namespace) -> int:
-    from dfsu.config import load_config
     from dfsu.inversion.decode import invert_texts, load_inverter
     from dfsu.target import load_causal_lm, pick_device
 
     run = Path(args.run)
-    cfg = load_config(str(run / "config.yaml")) if (run / "config.yaml").is_file() else None
-    if cfg is None:
-        raise DfsuError(f"{run}: not a run directory (no config.yaml)")
+    cfg = _run_config(run, [])
     if not (run / "target" / "config.json").is_file():
         raise DfsuError(f"{run}/target: missing (run `dfsu train-target` first)")
     inverter, inv_tok = load_inverter(run)
@@ -351,13 +348,10 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_unlearn(args: argparse.Namespace) -> int:
-    from dfsu.config import load_config
     from dfsu.unlearning.trainer import unlearn
 
     run = Path(args.run)
-    if not (run / "config.yaml").is_file():
-        raise DfsuError(f"{run}: not a run directory (no config.yaml)")
-    cfg = load_config(str(run / "config.yaml"), args.overrides)
+    cfg = _run_config(run, args.overrides)
     out = unlearn(cfg, run, args.method, args.data, args.name)
     summary = json.loads((out / "summary.json").read_text())
     kept = summary["kept_check"]
@@ -448,13 +442,10 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from dfsu.config import load_config
     from dfsu.evaluation.evaluate import evaluate_model, metric_line
 
     run = Path(args.run)
-    if not (run / "config.yaml").is_file():
-        raise DfsuError(f"{run}: not a run directory (no config.yaml)")
-    cfg = load_config(str(run / "config.yaml"), args.overrides)
+    cfg = _run_config(run, args.overrides)
     result = evaluate_model(cfg, run, args.model, args.out, args.adapter, args.show_pii)
     print(metric_line(result), file=sys.stderr)
     nli = f", NLI accuracy {result['NLI_acc']:.1f}%" if "NLI_acc" in result else ""
