@@ -185,3 +185,37 @@ def test_annotate_stage_with_the_llm(server, trained_micro_run, tmp_path):
     assert counts["llm"] == sum(r["annotator"] == "llm" for r in got)
     assert counts["fallback"] == sum(r["annotator"] == "pattern-fallback" for r in got)
     assert counts["dropped_values"] >= 1
+
+
+def test_annotate_cli_passes_the_server_flags(trained_micro_run, tmp_path, capsys):
+    from dfsu.cli import main
+
+    _, original = trained_micro_run
+    run = tmp_path / "run"
+    shutil.copytree(original, run)
+    (run / "pseudo").mkdir()
+    (run / "pseudo" / "texts.jsonl").write_text(json.dumps({"text": "from 10.0.0.1"}) + "\n")
+    dead = f"http://127.0.0.1:{_free_port()}/v1"
+    assert (
+        main(
+            [
+                "--quiet",
+                "annotate",
+                "--run",
+                str(run),
+                "--annotator",
+                "llm",
+                "--llm-base-url",
+                dead,
+                "--llm-model",
+                "m",
+                "synthesis.llm_retries=0",
+                "synthesis.llm_timeout=1",
+                "synthesis.annotator_eval_records=5",
+            ]
+        )
+        == 0
+    )
+    row = json.loads((run / "pseudo" / "pseudo.jsonl").read_text())
+    assert row["annotator"] == "pattern-fallback" and dead in row["fallback_reason"]
+    assert "fell back to pattern 1" in capsys.readouterr().err

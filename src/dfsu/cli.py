@@ -337,11 +337,23 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     from dfsu.synthesis import annotate
 
     run = Path(args.run)
-    out = annotate(_run_config(run, args.overrides), run, args.annotator)
+    extra = list(args.overrides)
+    if args.llm_base_url:
+        extra.append(f"synthesis.llm_base_url={args.llm_base_url}")
+    if args.llm_model:
+        extra.append(f"synthesis.llm_model={args.llm_model}")
+    out = annotate(_run_config(run, extra), run, args.annotator)
     report = json.loads((out.parent / "annotator_eval.json").read_text())
+    llm = report.get("llm_counts")
+    llm_line = (
+        f"; llm answered {llm['llm']}, fell back to pattern {llm['fallback']}, "
+        f"dropped {llm['dropped_values']} values not in the text"
+        if llm
+        else ""
+    )
     print(
-        f"{out}: {report['with_spans']}/{report['texts']} texts with PII spans; annotator "
-        f"F1 {report['ALL']['f1']:.3f} on held-out generated records",
+        f"{out}: {report['with_spans']}/{report['texts']} texts with PII spans; pattern "
+        f"detectors F1 {report['ALL']['f1']:.3f} on held-out generated records{llm_line}",
         file=sys.stderr,
     )
     return 0
