@@ -259,3 +259,18 @@ def test_pscu_with_public_retain_descent_logs_the_retain_term(trained_micro_run,
     assert all(
         e["loss"] == pytest.approx(e["gen"] - e["priv"] + 2 * e["retain"], rel=1e-4) for e in log
     )
+
+
+def test_track_privacy_records_e_hit_per_check_matching_the_evaluator(trained_micro_run, tmp_path):
+    from dfsu.evaluation.evaluate import evaluate_model
+
+    _, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    cfg = load_config(str(run / "config.yaml"), FAST + ["unlearning.track_privacy=true"])
+    out = unlearn(cfg, run, "pscu", "oracle")
+    checks = json.loads((out / "summary.json").read_text())["checks"]
+    assert len(checks) >= 2 and all("E_Hit" in c and "ERR" in c and "epoch" in c for c in checks)
+    # Step 0 is the untouched target: the same figure the evaluation harness reports for it.
+    original = evaluate_model(cfg, run, run / "target", tmp_path / "original.json")
+    assert checks[0]["E_Hit"] == pytest.approx(original["E_Hit"])
+    assert checks[0]["ERR"] == pytest.approx(original["ERR"])

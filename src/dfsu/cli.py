@@ -124,6 +124,32 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--show-pii", action="store_true", help="true PII values in the report")
     run_p.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
+    sweep = sub.add_parser(
+        "sweep", help="the pipeline over a grid of config values (shared stages are reused)"
+    )
+    sweep.add_argument(
+        "config",
+        help="run config (tiny, a YAML path) or sweep file (sweeps/beta, sweeps/lora, "
+        "sweeps/lora-targets, sweeps/scale, sweeps/pscu-vs-ga)",
+    )
+    sweep.add_argument("--out", required=True, help="sweep directory (created 0700)")
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="a swept key and its values (repeat for a product); tie keys with +: "
+        "unlearning.lora_r+unlearning.lora_alpha=4+8,32+256",
+    )
+    sweep.add_argument(
+        "--rows",
+        default=None,
+        help="comma-separated rows per point (default: the sweep file's, else original,dfsu)",
+    )
+    sweep.add_argument("--force", action="append", default=[], metavar="STAGE")
+    sweep.add_argument("--show-pii", action="store_true", help="true PII values in the reports")
+    sweep.add_argument("overrides", nargs="*", metavar="key.sub=value")
+
     demo = sub.add_parser("demo", help="the embedded tiny default end to end, with a summary")
     demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
     demo.add_argument("--full", action="store_true", help="every row, not only the core set")
@@ -429,6 +455,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from dfsu.config import resolve_config_path
+    from dfsu.sweep import (
+        DEFAULT_ROWS,
+        Sweep,
+        is_sweep_file,
+        load_sweep_file,
+        parse_axis,
+        run_sweep,
+    )
+    from dfsu.sweep_report import sweep_rows
+
+    if is_sweep_file(args.config):
+        sweep = load_sweep_file(resolve_config_path(args.config))
+    else:
+        sweep = Sweep(config=args.config, overrides=[], axes=[], rows=list(DEFAULT_ROWS))
+    sweep.axes += [parse_axis(g) for g in args.grid]
+    sweep.overrides += args.overrides
+    if args.rows:
+        sweep.rows = [r.strip() for r in args.rows.split(",")]
+    if not sweep.axes:
+        raise DfsuError("sweep: no grid (give --grid KEY=V1,V2 or a sweep file)")
+    payload = run_sweep(sweep, Path(args.out), args.force, args.show_pii)
+    keys = list(payload["points"][0]["params"])
+    table = Table(*keys, "method", "ERR", "E-Hit", "PPL", "PPL +%", "NLI acc", title="sweep")
+    for e in sweep_rows(payload):
+        cells = [f"{e[k]:.2f}" if e.get(k) is not None else "–" for k in ("ERR", "E_Hit", "PPL")]
+        inc = f"{e['ppl_increase']:.1f}" if "ppl_increase" in e else "–"
+        nli = f"{e['NLI_acc']:.1f}" if e.get("NLI_acc") is not None else "–"
+        table.add_row(*(str(e["params"][k]) for k in keys), e["method"], *cells, inc, nli)
+    console = Console()
+    console.print(table)
+    console.print(f"{args.out}/sweep.json and {args.out}/sweep.html")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.pipeline import DEMO_ROWS, run_pipeline
@@ -482,6 +547,7 @@ COMMANDS = {
     "annotate": cmd_annotate,
     "demo": cmd_demo,
     "run": cmd_run,
+    "sweep": cmd_sweep,
     "config": cmd_config,
     "score": cmd_score,
     "evaluate": cmd_evaluate,

@@ -215,7 +215,15 @@ class UnlearnConfig:
     eval_every: int = _f(10, "optimizer steps between early-stopping checks")
     eval_docs: int = _f(100, "held-out general documents for the perplexity check")
     holdout: float = _f(0.1, "share of the unlearning texts held out for the privacy proxy")
+    max_texts: int | None = _f(
+        None, "train on at most this many pseudo texts (a seeded subset; null = all)"
+    )
     max_ppl_increase: float = _f(0.05, "stop when held-out perplexity rises more than this")
+    track_privacy: bool = _f(
+        False,
+        "also measure E-Hit and ERR on the run's true records at every check (evaluation "
+        "only: never used to pick the adapter)",
+    )
 
     def __post_init__(self) -> None:
         _check(
@@ -232,6 +240,7 @@ class UnlearnConfig:
             "must be a multiple of unlearning.micro_batch_size",
         )
         _check(0 < self.holdout < 1, "unlearning.holdout", "must be in (0, 1)")
+        _check(self.max_texts is None or self.max_texts > 0, "unlearning.max_texts", "must be > 0")
         _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
 
 

@@ -234,7 +234,11 @@ def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
         s = json.loads(summary.read_text())
         row["kept_step"], row["stop_reason"] = s["kept_step"], s["stop_reason"]
         row["checks"] = [
-            {"step": c["step"], "ppl": round(c["ppl"], 4), "pii_loss": round(c["pii_loss"], 4)}
+            {
+                k: round(c[k], 4)
+                for k in ("step", "epoch", "ppl", "pii_loss", "E_Hit", "ERR")
+                if k in c
+            }
             for c in s["checks"]
         ]
     return row

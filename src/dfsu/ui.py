@@ -17,6 +17,7 @@ from rich.progress import (
 
 console = Console(stderr=True)
 _quiet = False
+_active = 0  # rich draws one live display at a time: a bar inside a bar stays hidden
 
 
 def set_quiet(quiet: bool) -> None:
@@ -31,7 +32,10 @@ def info(message: str) -> None:
 
 @contextmanager
 def progress_bar(description: str, total: int) -> Iterator[Progress]:
-    """A progress bar with one task (id 0); ``bar.update(0, advance=1, info=...)``."""
+    """A progress bar with one task (id 0); ``bar.update(0, advance=1, info=...)``.
+
+    A bar opened while another is showing (a loop inside a loop) is not drawn."""
+    global _active
     bar = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -40,9 +44,13 @@ def progress_bar(description: str, total: int) -> Iterator[Progress]:
         TimeRemainingColumn(),
         TextColumn("{task.fields[info]}"),
         console=console,
-        disable=_quiet,
+        disable=_quiet or _active > 0,
         transient=False,
     )
-    with bar:
-        bar.add_task(description, total=total, info="")
-        yield bar
+    _active += 1
+    try:
+        with bar:
+            bar.add_task(description, total=total, info="")
+            yield bar
+    finally:
+        _active -= 1

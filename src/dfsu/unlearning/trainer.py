@@ -175,6 +175,41 @@ def _forget_objective(method: str, model: Any, batch: dict, uc: UnlearnConfig, r
     return graddiff_objective(losses, valid, r_losses, r_valid, uc.alpha, uc.beta)
 
 
+def _privacy_tracker(cfg: RunConfig, run: Path, tokenizer: Any, device: Any):
+    """E-Hit and ERR of a model on the run's true records, with the evaluation's sampling.
+
+    For trajectories only (``unlearning.track_privacy``): the true records are the
+    evaluator's knowledge, and these figures never choose the kept adapter."""
+    from dfsu.evaluation.metrics import Sample, score
+    from dfsu.evaluation.sampler import make_prompts, sample_continuations
+
+    ec = cfg.evaluation
+    prompts = make_prompts(read_records(run), ec.prefix, tokenizer)
+
+    def measure(model: Any) -> dict[str, float]:
+        side = tokenizer.padding_side
+        generations = sample_continuations(
+            model,
+            tokenizer,
+            prompts,
+            num_samples=ec.num_samples,
+            top_p=ec.top_p,
+            top_k=ec.top_k,
+            temperature=ec.temperature,
+            seed=cfg.seed,
+            device=device,
+        )
+        tokenizer.padding_side = side
+        samples = [
+            Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))
+            for p, g in zip(prompts, generations, strict=True)
+        ]
+        metrics = score(samples)
+        return {"E_Hit": metrics["E_Hit"], "ERR": metrics["ERR"]}
+
+    return measure
+
+
 @torch.no_grad()
 def pii_token_loss(model: Any, items: list[dict], pad_id: int, device: Any) -> float:
     """Mean loss on the PII tokens of held-out texts: the privacy proxy (higher = forgotten)."""
@@ -240,7 +275,7 @@ def unlearn(
     else:
         n_held = max(1, round(uc.holdout * len(rows)))
         held = _encode(tokenizer, rows[:n_held], uc.max_length)
-        train = _encode(tokenizer, rows[n_held:], uc.max_length)
+        train = _encode(tokenizer, rows[n_held:][: uc.max_texts], uc.max_length)
     eval_texts = [r["text"] for r in read_jsonl(run / "data" / "eval_general.jsonl")][
         : uc.eval_docs
     ]
@@ -271,14 +306,20 @@ def unlearn(
         retain_loader = accelerator.prepare(retain_loader)
     device = accelerator.device
 
+    steps_per_epoch = math.ceil(len(loader) / accelerator.gradient_accumulation_steps)
+    tracker = _privacy_tracker(cfg, run, tokenizer, device) if uc.track_privacy else None
+
     def check(step: int) -> dict[str, float]:
         ppl = perplexity(accelerator.unwrap_model(model), tokenizer, eval_texts, device=device)
         proxy = pii_token_loss(model, held, pad, device)
+        result = {"step": step, "epoch": round(step / steps_per_epoch, 3), "ppl": ppl}
+        result["pii_loss"] = proxy
+        if tracker is not None:
+            result |= tracker(accelerator.unwrap_model(model))
         model.train()
-        return {"step": step, "ppl": ppl, "pii_loss": proxy}
+        return result
 
     # Loop: optimizer steps with accumulation; checks every eval_every steps.
-    steps_per_epoch = math.ceil(len(loader) / accelerator.gradient_accumulation_steps)
     total = steps_per_epoch * uc.epochs
     log: list[dict[str, Any]] = []
     checks = [check(0)]
