@@ -150,6 +150,28 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--show-pii", action="store_true", help="true PII values in the reports")
     sweep.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
+    aud = sub.add_parser(
+        "audit", help="greedy continuations of PII prompts, original vs unlearned, PII-like spans"
+    )
+    aud.add_argument("--model", required=True, help="local causal LM directory (the original)")
+    aud.add_argument("--adapter", default=None, help="PEFT adapter on top of --model (unlearned)")
+    aud.add_argument("--unlearned", default=None, help="or: a merged unlearned model directory")
+    aud.add_argument(
+        "--prompts",
+        default=None,
+        help="text file (one prompt per line, # comments) or JSONL with 'prompt'; "
+        "default: the shipped configs/audit-prompts.txt",
+    )
+    aud.add_argument("--pii-types", default=None, help="count only these labels, e.g. IPV4,EMAIL")
+    aud.add_argument("--max-new-tokens", type=int, default=32, help="default: %(default)s")
+    aud.add_argument("--html", default="audit.html", help="HTML output (default: %(default)s)")
+    aud.add_argument("--json", default=None, help="also write the audit as JSON here")
+    aud.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    aud.add_argument("--show-pii", action="store_true", help="do not mask detected values")
+    aud.add_argument(
+        "--trust-remote-code", action="store_true", help="allow model code from the checkpoint"
+    )
+
     demo = sub.add_parser("demo", help="the embedded tiny default end to end, with a summary")
     demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
     demo.add_argument("--full", action="store_true", help="every row, not only the core set")
@@ -494,6 +516,50 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    import os
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from dfsu.audit import audit, default_prompts, read_prompts, redacted, write_audit_html
+    from dfsu.rundir import atomic_write_json
+
+    prompts = read_prompts(args.prompts or default_prompts())
+    types = [t.strip() for t in args.pii_types.split(",")] if args.pii_types else None
+    result = audit(
+        args.model,
+        prompts,
+        args.adapter,
+        args.unlearned,
+        types,
+        args.max_new_tokens,
+        args.device,
+        args.trust_remote_code,
+    )
+    result = dict(result, pii_shown=True) if args.show_pii else redacted(result)
+    names = list(result["models"])
+    console = Console()
+    pairs = Table("prompt", *names, title="greedy continuations", show_lines=True)
+    for row in result["rows"]:
+        pairs.add_row(row["prompt"], *(row[n]["text"].strip() for n in names))
+    console.print(pairs)
+    counts = Table("PII-like type", *names, title="PII-like spans in the continuations")
+    for label in sorted({k for c in result["counts"].values() for k in c}):
+        counts.add_row(label, *(str(result["counts"][n].get(label, 0)) for n in names))
+    counts.add_row("total", *(str(result["totals"][n]) for n in names))
+    console.print(counts)
+    outputs = [write_audit_html(result, args.html)]
+    if args.json:
+        atomic_write_json(Path(args.json), result)
+        outputs.append(Path(args.json))
+    if args.show_pii:
+        for path in outputs:
+            os.chmod(path, 0o600)
+    console.print(f"written: {', '.join(str(p) for p in outputs)}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.pipeline import DEMO_ROWS, run_pipeline
@@ -548,6 +614,7 @@ COMMANDS = {
     "demo": cmd_demo,
     "run": cmd_run,
     "sweep": cmd_sweep,
+    "audit": cmd_audit,
     "config": cmd_config,
     "score": cmd_score,
     "evaluate": cmd_evaluate,

@@ -1,0 +1,172 @@
+"""`dfsu audit`: the in-the-wild check on any local checkpoint, injected or not.
+
+Greedy continuations of PII-related prompts from the original model and (optionally) the
+unlearned one, side by side; PII-like spans are found by the pattern detectors and counted
+per type. Detected values are masked (``176.5•.••.••``, same length, so spans stay aligned)
+unless ``show_pii``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from dfsu.errors import DfsuError
+from dfsu.evaluation.sampler import Prompt, sample_continuations
+from dfsu.pii.detectors import detect
+from dfsu.pii.redact import mask_value
+from dfsu.report import CSS, _highlight
+from dfsu.rundir import atomic_write_text, iter_jsonl
+
+
+def default_prompts() -> Path:
+    from dfsu.config import configs_dir
+
+    return configs_dir() / "audit-prompts.txt"
+
+
+def read_prompts(path: str | Path) -> list[str]:
+    """Prompts from a text file (one per line, '#' comments) or JSONL rows with 'prompt'."""
+    path = Path(path)
+    if not path.is_file():
+        raise DfsuError(f"{path}: no such prompts file")
+    prompts = []
+    if path.suffix == ".jsonl":
+        for number, row in iter_jsonl(path):
+            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+                raise DfsuError(f"{path}: line {number}: needs a string 'prompt'")
+            prompts.append(row["prompt"])
+    else:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                prompts.append(line.rstrip())
+    if not prompts:
+        raise DfsuError(f"{path}: holds no prompt")
+    return prompts
+
+
+def pii_spans(text: str, types: set[str] | None) -> list[dict[str, Any]]:
+    """PII-like spans of a continuation (the detectors' labels), filtered by type."""
+    return [
+        {"start": s.start, "end": s.end, "label": s.label, "value": s.value}
+        for s in detect(text)
+        if types is None or s.label in types
+    ]
+
+
+def _continue(model: Any, tokenizer: Any, prompts: list[str], tokens: int, device: Any) -> list:
+    batch = [Prompt(str(i), p, "", [], tokens) for i, p in enumerate(prompts)]
+    return [g[0] for g in sample_continuations(model, tokenizer, batch, greedy=True, device=device)]
+
+
+def audit(
+    model_path: str | Path,
+    prompts: list[str],
+    adapter: str | Path | None = None,
+    unlearned: str | Path | None = None,
+    pii_types: list[str] | None = None,
+    max_new_tokens: int = 32,
+    device: str = "auto",
+    trust_remote_code: bool = False,
+) -> dict[str, Any]:
+    """Continuations and PII-like span counts per model (values unmasked: mask before showing)."""
+    from dfsu.target import load_causal_lm, pick_device
+
+    if adapter and unlearned:
+        raise DfsuError("audit: give --adapter or --unlearned, not both")
+    if max_new_tokens < 1:
+        raise DfsuError("--max-new-tokens: must be >= 1")
+    types = {t.upper() for t in pii_types} if pii_types else None
+    dev = pick_device(device)
+    model, tokenizer = load_causal_lm(model_path, trust_remote_code)
+    model = model.to(dev)
+    outputs = {"original": _continue(model, tokenizer, prompts, max_new_tokens, dev)}
+    names = {"original": str(model_path)}
+    if adapter:
+        from peft import PeftModel
+
+        if not (Path(adapter) / "adapter_config.json").is_file():
+            raise DfsuError(f"{adapter}: not a PEFT adapter directory (no adapter_config.json)")
+        model = PeftModel.from_pretrained(model, str(adapter)).to(dev)
+        names["unlearned"] = f"{model_path} + {adapter}"
+    elif unlearned:
+        model, tokenizer = load_causal_lm(unlearned, trust_remote_code)
+        model = model.to(dev)
+        names["unlearned"] = str(unlearned)
+    if "unlearned" in names:
+        outputs["unlearned"] = _continue(model, tokenizer, prompts, max_new_tokens, dev)
+
+    rows = []
+    counts: dict[str, Counter] = {name: Counter() for name in outputs}
+    for i, prompt in enumerate(prompts):
+        row: dict[str, Any] = {"prompt": prompt}
+        for name, texts in outputs.items():
+            spans = pii_spans(texts[i], types)
+            counts[name].update(s["label"] for s in spans)
+            row[name] = {"text": texts[i], "spans": spans}
+        rows.append(row)
+    labels = sorted(set().union(*counts.values()))
+    return {
+        "models": names,
+        "pii_types": sorted(types) if types else None,
+        "max_new_tokens": max_new_tokens,
+        "rows": rows,
+        "counts": {name: {label: counts[name][label] for label in labels} for name in outputs},
+        "totals": {name: sum(c.values()) for name, c in counts.items()},
+        "pii_shown": False,
+    }
+
+
+def redacted(result: dict[str, Any]) -> dict[str, Any]:
+    """The audit with every detected value masked in place (offsets unchanged)."""
+    rows = []
+    for row in result["rows"]:
+        new = {"prompt": row["prompt"]}
+        for name in result["models"]:
+            text, spans = row[name]["text"], row[name]["spans"]
+            for s in spans:
+                text = text[: s["start"]] + mask_value(s["value"]) + text[s["end"] :]
+            new[name] = {
+                "text": text,
+                "spans": [dict(s, value=mask_value(s["value"])) for s in spans],
+            }
+        rows.append(new)
+    return dict(result, rows=rows, pii_shown=False)
+
+
+def write_audit_html(result: dict[str, Any], path: str | Path) -> Path:
+    names = list(result["models"])
+    labels = sorted({label for c in result["counts"].values() for label in c})
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
+    body = "".join(
+        f"<tr><td>{html.escape(label)}</td>"
+        + "".join(f"<td>{result['counts'][n].get(label, 0)}</td>" for n in names)
+        + "</tr>"
+        for label in labels
+    )
+    body += "<tr><th>total</th>" + "".join(f"<th>{result['totals'][n]}</th>" for n in names)
+    body += "</tr>"
+    pairs = []
+    for row in result["rows"]:
+        cells = "".join(
+            f"<td class=box>{_highlight(row[n]['text'], [(s['start'], s['end'], s['label']) for s in row[n]['spans']])}</td>"  # noqa: E501
+            for n in names
+        )
+        pairs.append(f"<tr><td><b>{html.escape(row['prompt'])}</b></td>{cells}</tr>")
+    models = "".join(
+        f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in result["models"].items()
+    )
+    page = (
+        "<!doctype html><html><head><meta charset=utf-8><title>dfsu audit</title>"
+        f"<style>{CSS}td.box{{text-align:left}}</style></head><body><h1>dfsu audit</h1>"
+        f"<ul>{models}</ul><p class=muted>greedy, {result['max_new_tokens']} new tokens · "
+        f"PII {'shown' if result['pii_shown'] else 'masked'}</p>"
+        f"<h2>PII-like spans per type</h2><table><tr><th>type</th>{head}</tr>{body}</table>"
+        f"<h2>Continuations</h2><table><tr><th>prompt</th>{head}</tr>{''.join(pairs)}</table>"
+        "</body></html>"
+    )
+    path = Path(path)
+    atomic_write_text(path, page)
+    return path
