@@ -62,14 +62,17 @@ def test_template_file_and_pii_type_filter(tmp_path):
         load_templates(str(path), None)
 
 
-@pytest.mark.parametrize("source", ["candidates", "self"])
+@pytest.mark.parametrize("source", ["candidates", "self", "free"])
 def test_synthesis_works_without_the_private_records(trained_micro_run, tmp_path, source):
     cfg, original = trained_micro_run
     run = tmp_path / "run"
     shutil.copytree(original, run)
     private = read_records(run)
     (run / "data" / "pii_records.jsonl").unlink()  # the method must never need them
-    cfg = load_config(str(run / "config.yaml"), ["synthesis.swaps_per_template=1"])
+    cfg = load_config(
+        str(run / "config.yaml"),
+        ["synthesis.swaps_per_template=1", "synthesis.free_samples=20", "synthesis.free_tokens=16"],
+    )
     out = synthesize(cfg, run, source)
     assert sorted(p.name for p in out.iterdir()) == [
         "candidates.jsonl",
@@ -88,6 +91,8 @@ def test_synthesis_works_without_the_private_records(trained_micro_run, tmp_path
         assert (sum(row["token_mask"]) > 0) == bool(row["spans"])
     if source == "candidates":
         assert all(r["annotator"] == "known" for r in rows)
+    if source == "free":  # unprompted samples: no candidate behind them, at most free_samples
+        assert 0 < len(rows) <= 20 and all(r["candidate_id"] is None for r in rows)
     report = json.loads((run / "pseudo" / "annotator_eval.json").read_text())
     assert report["ALL"]["f1"] >= 0.9
 

@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--run", required=True, help="run directory with target (and inverter)")
     syn.add_argument(
         "--source",
-        choices=["inversion", "self", "candidates"],
+        choices=["inversion", "self", "free", "candidates"],
         default=None,
         help="default: synthesis.source of the config",
     )
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--rows",
         default=None,
         help="comma-separated rows (default: all): original, oracle, dfsu, ga, "
-        "gen_only, npo, graddiff, dfsu-inversion, dfsu-self, dfsu-candidates",
+        "gen_only, npo, graddiff, dfsu-inversion, dfsu-self, dfsu-free, dfsu-candidates",
     )
     run_p.add_argument(
         "--force",

@@ -151,12 +151,17 @@ class InverterConfig:
         _check(self.general_texts + self.pii_texts > 0, "inverter.*_texts", "need training texts")
 
 
+SOURCES = ("inversion", "self", "free", "candidates")
+
+
 @dataclass
 class SynthesisConfig:
     """Stage 2: pseudo-PII from entity-swapped candidates, and its annotation."""
 
     source: str = _f(
-        "inversion", "inversion (the paper), self (the target's continuations) or candidates"
+        "inversion",
+        "inversion (the paper), self (the target's continuations of candidate prefixes), "
+        "free (the target's unprompted samples) or candidates",
     )
     templates: str | None = _f(
         None, "file of record shapes with {LABEL} slots, one per line (null = the built-in shapes)"
@@ -164,6 +169,9 @@ class SynthesisConfig:
     pii_types: list[str] | None = _f(None, "keep only shapes holding one of these labels")
     swaps_per_template: int = _f(8, "candidates per shape, each with fresh swap-pool values")
     outputs_per_candidate: int = _f(2, "decoded texts kept per candidate (deduplicated)")
+    free_samples: int = _f(500, "free source: unprompted samples drawn from the target")
+    free_tokens: int = _f(64, "free source: tokens per sample")
+    free_top_p: float = _f(0.95, "free source: nucleus sampling (no top-k)")
     annotator: str = _f("pattern", "pattern (offline detectors) or llm (few-shot prompting)")
     annotator_eval_records: int = _f(300, "held-out generated records to score the annotator on")
     llm_model: str | None = _f(
@@ -180,10 +188,11 @@ class SynthesisConfig:
 
     def __post_init__(self) -> None:
         _check(
-            self.source in ("inversion", "self", "candidates"),
+            self.source in SOURCES,
             "synthesis.source",
-            "must be inversion, self or candidates",
+            "must be inversion, self, free or candidates",
         )
+        _check(self.free_samples > 0 and self.free_tokens > 0, "synthesis.free_*", "must be > 0")
         _check(
             self.annotator in ("pattern", "llm"), "synthesis.annotator", "must be pattern or llm"
         )

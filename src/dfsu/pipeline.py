@@ -17,13 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dfsu.config import RunConfig
+from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, create_run_dir, save_config
 from dfsu.ui import info
 
 DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only"]
-SOURCES = ("inversion", "self", "candidates")
 # row -> (method, data) for unlearned rows; "dfsu-<source>" rows use that pseudo source.
 UNLEARNED = {
     "oracle": ("pscu", "oracle"),

@@ -5,6 +5,8 @@
 - ``inversion`` (the paper): the target reads each candidate; the inverter decodes its
   log-probabilities (beam search, several outputs, deduplicated);
 - ``self``: the target's own sampled continuations of each candidate's prefix;
+- ``free``: the target's unprompted samples (from the start-of-text token alone): what a
+  training-data extraction attack recovers, with no template and no data at all;
 - ``candidates``: the swapped candidates themselves (the control: no model involved).
 Writes candidates.jsonl, texts.jsonl and stats.json. The private records are never read,
 except, when present, for the simulation-only diagnostics in stats.json.
@@ -23,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dfsu.config import RunConfig
+from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.masks import encode_with_mask
 from dfsu.pii import PiiRecord, generate_records
@@ -89,6 +91,8 @@ def synthesize(
     candidates = make_candidates(run, cfg)
     n = sc.outputs_per_candidate
     rows: list[dict[str, Any]] = []
+    if source not in SOURCES:
+        raise DfsuError(f"synthesis.source: {source!r} is not one of {', '.join(SOURCES)}")
     if source == "candidates":
         rows = [
             {
@@ -105,6 +109,7 @@ def synthesize(
         device = pick_device(cfg.target.device)
         target, tok = load_causal_lm(run / "target")
         target.to(device)
+        per: list[list[str]] = [[] for _ in candidates]
         if source == "inversion":
             from dfsu.inversion.decode import invert_texts, load_inverter
 
@@ -137,8 +142,11 @@ def synthesize(
                 device=device,
             )
             per = [[p.prefix + g for g in gs] for p, gs in zip(prompts, gens, strict=True)]
-        else:
-            raise DfsuError(f"synthesis.source: {source!r} is not inversion, self or candidates")
+        if source == "free":
+            rows = [
+                {"text": t, "candidate_id": None, "source": source}
+                for t in _dedupe(free_samples(target, tok, cfg, device))
+            ]
         for cand, texts in zip(candidates, per, strict=True):
             rows += [{"text": t, "candidate_id": cand.id, "source": source} for t in _dedupe(texts)]
 
@@ -149,6 +157,26 @@ def synthesize(
     atomic_write_json(out / "stats.json", _diagnostics(run, candidates, rows, source))
     record_stage(run, "synthesize", {"source": source}, time.time() - started)
     return out
+
+
+def free_samples(target: Any, tok: Any, cfg: RunConfig, device: Any) -> list[str]:
+    """Unprompted samples of the target, each started from the start-of-text token alone."""
+    from dfsu.evaluation.sampler import Prompt, sample_continuations
+
+    sc = cfg.synthesis
+    prompts = [Prompt(f"free-{i}", "", "", [], sc.free_tokens) for i in range(sc.free_samples)]
+    gens = sample_continuations(
+        target,
+        tok,
+        prompts,
+        num_samples=1,
+        top_p=sc.free_top_p,
+        top_k=0,
+        seed=cfg.seed,
+        batch_size=64,
+        device=device,
+    )
+    return [g[0] for g in gens]
 
 
 def _diagnostics(run: Path, candidates: list[PiiRecord], rows: list[dict], source: str) -> dict:
