@@ -107,3 +107,17 @@ def test_sweep_reuses_unaffected_stages_and_writes_json_and_html(tmp_path):
     # A rerun is all "up to date" and changes nothing.
     again = run_sweep(sweep, out)
     assert [p["rows"] for p in again["points"]] == [p["rows"] for p in payload["points"]]
+
+
+def test_sweep_from_an_existing_run_reuses_its_target(tmp_path):
+    from dfsu.config import load_config
+    from dfsu.pipeline import run_pipeline
+
+    base = tmp_path / "base"
+    run_pipeline(load_config("tiny", MICRO + FAST), base, ["original"])
+    sweep = Sweep("tiny", MICRO + FAST, [parse_axis("unlearning.lr=1e-3,2e-3")], ["original"])
+    payload = run_sweep(sweep, tmp_path / "s", base=base)
+    first = tmp_path / "s" / "points" / payload["points"][0]["name"]
+    assert os.path.samefile(base / "target/model.safetensors", first / "target/model.safetensors")
+    with pytest.raises(DfsuError, match="not a run directory"):
+        run_sweep(sweep, tmp_path / "t", base=tmp_path / "nothing")

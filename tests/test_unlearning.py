@@ -274,3 +274,14 @@ def test_track_privacy_records_e_hit_per_check_matching_the_evaluator(trained_mi
     original = evaluate_model(cfg, run, run / "target", tmp_path / "original.json")
     assert checks[0]["E_Hit"] == pytest.approx(original["E_Hit"])
     assert checks[0]["ERR"] == pytest.approx(original["ERR"])
+
+
+def test_max_steps_caps_the_budget_whatever_the_epochs(trained_micro_run, tmp_path):
+    _, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    cfg = load_config(
+        str(run / "config.yaml"), FAST + ["unlearning.epochs=50", "unlearning.max_steps=3"]
+    )
+    summary = json.loads((unlearn(cfg, run, "gen_only", "oracle") / "summary.json").read_text())
+    assert summary["steps"] == summary["total_steps"] == 3
+    assert summary["checks"][-1]["step"] == 3

@@ -147,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated rows per point (default: the sweep file's, else original,dfsu)",
     )
     sweep.add_argument("--force", action="append", default=[], metavar="STAGE")
+    sweep.add_argument(
+        "--from",
+        dest="base",
+        default=None,
+        metavar="RUN",
+        help="start from an existing run directory (its target, inverter... are reused)",
+    )
     sweep.add_argument("--show-pii", action="store_true", help="true PII values in the reports")
     sweep.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
@@ -502,7 +509,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweep.rows = [r.strip() for r in args.rows.split(",")]
     if not sweep.axes:
         raise DfsuError("sweep: no grid (give --grid KEY=V1,V2 or a sweep file)")
-    payload = run_sweep(sweep, Path(args.out), args.force, args.show_pii)
+    payload = run_sweep(sweep, Path(args.out), args.force, args.show_pii, args.base)
     keys = list(payload["points"][0]["params"])
     table = Table(*keys, "method", "ERR", "E-Hit", "PPL", "PPL +%", "NLI acc", title="sweep")
     for e in sweep_rows(payload):

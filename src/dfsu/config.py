@@ -218,6 +218,7 @@ class UnlearnConfig:
     lora_dropout: float = _f(0.0, "LoRA dropout")
     lr: float = _f(1e-4, "learning rate (paper: 5e-5..1e-4)")
     epochs: int = _f(10, "most epochs (early stopping may end sooner)")
+    max_steps: int | None = _f(None, "most optimizer steps, whatever the epochs (null = no cap)")
     batch_size: int = _f(16, "effective batch size (through accumulation)")
     micro_batch_size: int = _f(16, "sequences per forward pass")
     max_length: int = _f(128, "target tokens per unlearning text")

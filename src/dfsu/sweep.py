@@ -146,8 +146,12 @@ def run_sweep(
     out: str | Path,
     force: list[str] | None = None,
     show_pii: bool = False,
+    base: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Every grid point through the pipeline -> DIR/sweep.json and DIR/sweep.html."""
+    """Every grid point through the pipeline -> DIR/sweep.json and DIR/sweep.html.
+
+    ``base``: an existing run directory the first point starts from (its stages are reused
+    where their keys match, e.g. the target and inverter of a finished `dfsu run`)."""
     from dfsu.pipeline import run_pipeline
     from dfsu.sweep_report import write_sweep_report
 
@@ -160,6 +164,8 @@ def run_sweep(
             configs.append(load_config(sweep.config, [*sweep.overrides, *extra]))
         except DfsuError as exc:
             raise DfsuError(f"sweep point {params}: {exc}") from None
+    if base is not None and not (Path(base) / "manifest.json").is_file():
+        raise DfsuError(f"--from {base}: not a run directory (no manifest.json)")
     out = create_run_dir(out)
     names = [point_name(i, p) for i, p in enumerate(grid)]
     payload: dict[str, Any] = {
@@ -172,8 +178,11 @@ def run_sweep(
     }
     for i, (params, cfg, name) in enumerate(zip(grid, configs, names, strict=True)):
         run = out / "points" / name
-        if i > 0 and not (run / "manifest.json").is_file():
-            _seed_from(out / "points" / names[0], run)
+        if not (run / "manifest.json").is_file():
+            if i > 0:
+                _seed_from(out / "points" / names[0], run)
+            elif base is not None:
+                _seed_from(Path(base), run)
         info(f"[bold]sweep point {i + 1}/{len(grid)}[/bold]: {name}")
         result = run_pipeline(cfg, run, list(sweep.rows), force, show_pii)
         payload["points"].append(

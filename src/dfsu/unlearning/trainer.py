@@ -321,6 +321,8 @@ def unlearn(
 
     # Loop: optimizer steps with accumulation; checks every eval_every steps.
     total = steps_per_epoch * uc.epochs
+    if uc.max_steps is not None:
+        total = min(total, uc.max_steps)
     log: list[dict[str, Any]] = []
     checks = [check(0)]
     start_ppl = checks[0]["ppl"]
@@ -379,6 +381,8 @@ def unlearn(
                         }
                 log.append(entry)
                 bar.update(0, advance=1)
+                if step >= total:
+                    break
             else:
                 continue
             break
