@@ -16,6 +16,7 @@ FAST = [
     "unlearning.batch_size=8",
     "unlearning.micro_batch_size=4",
     "unlearning.eval_docs=5",
+    "unlearning.retain_weight=0",
     "synthesis.source=candidates",
     "synthesis.swaps_per_template=1",
     "synthesis.annotator_eval_records=20",
