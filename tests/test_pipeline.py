@@ -198,3 +198,19 @@ def test_report_renders_in_headless_chromium(reference, tmp_path):
     assert proc.returncode == 0, proc.stderr[-1000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a rendered page, not blank
+
+
+def test_best_data_free_row_is_the_lowest_e_hit_within_the_perplexity_bound():
+    from dfsu.pipeline import best_data_free
+
+    rows = [
+        {"method": "original", "E_Hit": 80.0, "ERR": 50.0, "PPL": 4.0},
+        {"method": "oracle", "E_Hit": 5.0, "ERR": 0.0, "PPL": 4.2},
+        {"method": "ga", "E_Hit": 2.0, "ERR": 0.0, "PPL": 9.0},  # collapsed: not eligible
+        {"method": "dfsu", "E_Hit": 12.0, "ERR": 0.0, "PPL": 4.3},
+        {"method": "gen_only", "E_Hit": 20.0, "ERR": 1.0, "PPL": 3.9},
+    ]
+    best = best_data_free(rows)
+    assert best["method"] == "dfsu" and best["ppl_ratio"] == 1.075
+    assert best["E_Hit_share_of_original"] == 15.0 and best["E_Hit_above_oracle"] == 7.0
+    assert best_data_free(rows[:3]) is None and best_data_free(rows[1:]) is None

@@ -216,11 +216,43 @@ def run_pipeline(
         "rows": results,
         "inverter": inverter,
         "pseudo": _pseudo_stats(run, sources),
+        "best_data_free": best_data_free(results),
         "timings": dict(stage.timings),
     }
     atomic_write_json(run / "results.json", payload)
     write_report(run, payload, show_pii=show_pii)
     return payload
+
+
+def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> dict | None:
+    """The data-free row (any but original and oracle) with the lowest E-Hit among those whose
+    perplexity stays within ``max_ppl_ratio`` of the original's, compared with the original
+    and the oracle. None without an original row or a qualifying data-free row."""
+    by = {r["method"]: r for r in rows}
+    original = by.get("original")
+    if not original or not original.get("PPL"):
+        return None
+    eligible = [
+        r
+        for r in rows
+        if r["method"] not in ("original", "oracle")
+        and r.get("PPL")
+        and r["PPL"] <= max_ppl_ratio * original["PPL"]
+    ]
+    if not eligible:
+        return None
+    best = min(eligible, key=lambda r: (r["E_Hit"], r["PPL"]))
+    out = {
+        "method": best["method"],
+        "E_Hit": best["E_Hit"],
+        "ERR": best["ERR"],
+        "ppl_ratio": round(best["PPL"] / original["PPL"], 4),
+        "E_Hit_share_of_original": round(100 * best["E_Hit"] / max(original["E_Hit"], 1e-9), 2),
+        "max_ppl_ratio": max_ppl_ratio,
+    }
+    if "oracle" in by:
+        out["E_Hit_above_oracle"] = round(best["E_Hit"] - by["oracle"]["E_Hit"], 4)
+    return out
 
 
 def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:

@@ -117,6 +117,22 @@ def _pii_like(text: str) -> list[tuple[int, int, str]]:
     return spans
 
 
+def _best_line(best: dict[str, Any] | None) -> str:
+    if not best:
+        return "<p class=muted>No data-free row kept perplexity within 1.10x the original's.</p>"
+    oracle = (
+        f", {best['E_Hit_above_oracle']:+.1f} points from the oracle"
+        if "E_Hit_above_oracle" in best
+        else ""
+    )
+    return (
+        f"<p><b>Best data-free row</b> (lowest E-Hit with perplexity within "
+        f"{best['max_ppl_ratio']:.2f}x the original's): <b>{html.escape(best['method'])}</b>: "
+        f"E-Hit {best['E_Hit']:.1f} ({best['E_Hit_share_of_original']:.0f}% of the original's"
+        f"{oracle}), ERR {best['ERR']:.1f}, perplexity {best['ppl_ratio']:.3f}x.</p>"
+    )
+
+
 def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> Path:
     rows = payload["rows"]
     secrets: list[str] = []
@@ -140,6 +156,7 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
         "<h2>Results</h2>",
         _table(rows),
         "<p class=muted>Metrics in percent except perplexity; 95% bootstrap intervals.</p>",
+        _best_line(payload.get("best_data_free")),
         "<h2>Privacy and utility</h2>",
         _scatter(points, "held-out perplexity", "E-Hit (%)"),
         "<h3>Training trajectories (every check)</h3>",
