@@ -285,3 +285,22 @@ def test_max_steps_caps_the_budget_whatever_the_epochs(trained_micro_run, tmp_pa
     summary = json.loads((unlearn(cfg, run, "gen_only", "oracle") / "summary.json").read_text())
     assert summary["steps"] == summary["total_steps"] == 3
     assert summary["checks"][-1]["step"] == 3
+
+
+def test_backtracking_returns_to_the_last_good_check_with_half_the_learning_rate(
+    trained_micro_run, tmp_path
+):
+    _, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    cfg = load_config(
+        str(run / "config.yaml"),
+        FAST + ["unlearning.max_ppl_increase=1e-9", "unlearning.backtracks=2"],
+    )
+    out = unlearn(cfg, run, "ga", "oracle")
+    summary = json.loads((out / "summary.json").read_text())
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    # Checks break a zero-width bound: two backtracks, then the stop at the next break.
+    assert summary["backtracks"] == 2 and "after 2 backtracks" in summary["stop_reason"]
+    assert [e.get("backtrack") for e in log if "backtrack" in e] == [1, 2]
+    assert log[-1]["check"]["ppl"] > summary["ppl_bound"] and "backtrack" not in log[-1]
+    assert summary["steps"] < summary["total_steps"] or log[-1]["step"] == summary["total_steps"]

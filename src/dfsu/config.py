@@ -229,6 +229,11 @@ class UnlearnConfig:
         None, "train on at most this many pseudo texts (a seeded subset; null = all)"
     )
     max_ppl_increase: float = _f(0.05, "stop when held-out perplexity rises more than this")
+    backtracks: int = _f(
+        0,
+        "times a check beyond the bound returns to the last check within it and goes on at "
+        "half the learning rate before training stops (0 = stop at once)",
+    )
     track_privacy: bool = _f(
         False,
         "also measure E-Hit and ERR on the run's true records at every check (evaluation "
@@ -251,6 +256,7 @@ class UnlearnConfig:
         )
         _check(0 < self.holdout < 1, "unlearning.holdout", "must be in (0, 1)")
         _check(self.max_texts is None or self.max_texts > 0, "unlearning.max_texts", "must be > 0")
+        _check(self.backtracks >= 0, "unlearning.backtracks", "must be >= 0")
         _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
 
 

@@ -16,8 +16,10 @@ privacy proxy (mean loss on the PII tokens of held-out unlearning texts; for the
 the true records themselves, since all of them must be forgotten). Rule for the kept
 adapter: among the checks whose perplexity stays within ``max_ppl_increase`` of the start,
 the one with the highest privacy proxy (for ``gen_only``, which has no privacy objective,
-the last one); training stops at the first check beyond the bound. If no check stays within
-the bound, the adapter is kept as initialised (no change).
+the last one); training stops at the first check beyond the bound, or, with
+``backtracks`` > 0, returns to the last check within it and goes on at half the learning
+rate (ascent tips into collapse within a few steps, so a fixed check interval overshoots).
+If no check stays within the bound, the adapter is kept as initialised (no change).
 """
 
 from __future__ import annotations
@@ -175,6 +177,11 @@ def _forget_objective(method: str, model: Any, batch: dict, uc: UnlearnConfig, r
     return graddiff_objective(losses, valid, r_losses, r_valid, uc.alpha, uc.beta)
 
 
+def _lora_state(model: Any) -> dict[str, torch.Tensor]:
+    """A detached copy of the adapter weights (small: only the LoRA matrices)."""
+    return {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
+
+
 def _privacy_tracker(cfg: RunConfig, run: Path, tokenizer: Any, device: Any):
     """E-Hit and ERR of a model on the run's true records, with the evaluation's sampling.
 
@@ -328,6 +335,8 @@ def unlearn(
     start_ppl = checks[0]["ppl"]
     bound = start_ppl * (1 + uc.max_ppl_increase)
     best = {"check": checks[0], "state": None}
+    last_good = _lora_state(accelerator.unwrap_model(model))
+    backtracks = 0
     stop_reason = "budget spent"
     step = 0
     model.train()
@@ -365,20 +374,32 @@ def unlearn(
                         f"pii-loss {entry['check']['pii_loss']:.2f}",
                     )
                     if entry["check"]["ppl"] > bound:
+                        if backtracks < uc.backtracks:
+                            # Ascent turns to collapse within a few steps: go back to the
+                            # last check within the bound and go on with smaller steps.
+                            backtracks += 1
+                            set_peft_model_state_dict(accelerator.unwrap_model(model), last_good)
+                            optimizer.optimizer.state.clear()
+                            for group in optimizer.param_groups:
+                                group["lr"] *= 0.5
+                            entry["backtrack"] = backtracks
+                            log.append(entry)
+                            bar.update(0, advance=1)
+                            if step >= total:
+                                break
+                            continue
                         log.append(entry)
                         stop_reason = f"perplexity rose more than {uc.max_ppl_increase:.0%}"
+                        if uc.backtracks:
+                            stop_reason += f" (after {backtracks} backtracks)"
                         break
+                    last_good = _lora_state(accelerator.unwrap_model(model))
                     # gen_only has no privacy objective to select by: it keeps its last
                     # check within the bound (the same budget the others may use).
                     if method == "gen_only" or (
                         entry["check"]["pii_loss"] > best["check"]["pii_loss"]
                     ):
-                        unwrapped = accelerator.unwrap_model(model)
-                        state = get_peft_model_state_dict(unwrapped)
-                        best = {
-                            "check": entry["check"],
-                            "state": {k: v.detach().clone() for k, v in state.items()},
-                        }
+                        best = {"check": entry["check"], "state": last_good}
                 log.append(entry)
                 bar.update(0, advance=1)
                 if step >= total:
@@ -406,6 +427,7 @@ def unlearn(
         "start_ppl": start_ppl,
         "ppl_bound": bound,
         "kept_step": best["check"]["step"],
+        "backtracks": backtracks,
         "kept_check": best["check"],
         "checks": checks,
         "lora_modules": modules,
