@@ -56,3 +56,23 @@ def test_swap_pool_is_disjoint_from_private_values():
         assert values, label
         assert not set(values) & private_values, label
         assert len(set(values)) == len(values)
+
+
+def test_generated_records_do_not_depend_on_the_clock(monkeypatch):
+    import datetime as real
+
+    import faker.providers.date_time as faker_dates
+
+    from dfsu.pii import generate_records
+
+    locales = ["en_US", "en_GB", "de_DE", "fr_FR"]
+    today = [r.to_dict() for r in generate_records(200, seed=0, locales=locales)]
+
+    class Later(real.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return real.datetime(2031, 6, 1, 12, 34, tzinfo=tz)
+
+    monkeypatch.setattr(faker_dates, "datetime", Later)
+    later = [r.to_dict() for r in generate_records(200, seed=0, locales=locales)]
+    assert later == today

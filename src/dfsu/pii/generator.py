@@ -7,6 +7,7 @@ and every entity's offsets are recorded as it is appended.
 
 from __future__ import annotations
 
+import datetime
 import random
 import re
 import zlib
@@ -107,6 +108,9 @@ def _state(fake: Faker) -> str:
     return fake.city()
 
 
+DATE_RANGE = (datetime.date(2000, 1, 1), datetime.date(2025, 12, 31))
+DOB_RANGE = (datetime.date(1935, 1, 1), datetime.date(2007, 12, 31))
+
 VALUE_MAKERS: dict[str, Callable[[Faker, random.Random], str]] = {
     "FIRSTNAME": lambda f, r: f.first_name(),
     "LASTNAME": lambda f, r: f.last_name(),
@@ -123,9 +127,13 @@ VALUE_MAKERS: dict[str, Callable[[Faker, random.Random], str]] = {
     "SSN": lambda f, r: f.ssn(),
     "IBAN": lambda f, r: f.iban(),
     "CREDITCARDNUMBER": lambda f, r: f.credit_card_number(),
-    "DATE": lambda f, r: f.date(pattern=r.choice(["%Y-%m-%d", "%d/%m/%Y", "%B %d, %Y"])),
-    "DOB": lambda f, r: f.date_of_birth(minimum_age=18, maximum_age=90).strftime("%d/%m/%Y"),
-    "TIME": lambda f, r: f.time(pattern="%H:%M"),
+    # Dates come from fixed ranges: Faker's defaults end at today, which would make the
+    # generated records depend on the day (and time) they were made.
+    "DATE": lambda f, r: f.date_between(DATE_RANGE[0], DATE_RANGE[1]).strftime(
+        r.choice(["%Y-%m-%d", "%d/%m/%Y", "%B %d, %Y"])
+    ),
+    "DOB": lambda f, r: f.date_between(DOB_RANGE[0], DOB_RANGE[1]).strftime("%d/%m/%Y"),
+    "TIME": lambda f, r: f"{r.randrange(24):02d}:{r.randrange(60):02d}",
     "URL": lambda f, r: f.url() + f.uri_path(),
     "USERNAME": lambda f, r: f.user_name(),
     "ACCOUNTNUMBER": lambda f, r: f.numerify("#" * r.choice([8, 10, 12])),
