@@ -146,7 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="comma-separated rows per point (default: the sweep file's, else original,dfsu)",
     )
-    sweep.add_argument("--force", action="append", default=[], metavar="STAGE")
+    sweep.add_argument(
+        "--force",
+        action="append",
+        default=[],
+        metavar="STAGE",
+        help="redo a stage at every point even if up to date (e.g. unlearn:dfsu)",
+    )
     sweep.add_argument(
         "--from",
         dest="base",
