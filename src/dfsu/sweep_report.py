@@ -104,6 +104,16 @@ def write_sweep_report(out: Path, payload: dict[str, Any]) -> Path:
                 "held-out perplexity",
                 {k: [(c["epoch"], c["ppl"]) for c in v] for k, v in tracked.items()},
             ),
+            "<h3>E-Hit against perplexity along training</h3>",
+            _scatter(
+                [],
+                "held-out perplexity",
+                "E-Hit (%)",
+                {
+                    k: [(c["ppl"], c["E_Hit"]) for c in v if "E_Hit" in c]
+                    for k, v in tracked.items()
+                },
+            ),
         ]
     page = (
         "<!doctype html><html><head><meta charset=utf-8><title>dfsu sweep</title>"
