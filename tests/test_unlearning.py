@@ -304,3 +304,26 @@ def test_backtracking_returns_to_the_last_good_check_with_half_the_learning_rate
     assert [e.get("backtrack") for e in log if "backtrack" in e] == [1, 2]
     assert log[-1]["check"]["ppl"] > summary["ppl_bound"] and "backtrack" not in log[-1]
     assert summary["steps"] < summary["total_steps"] or log[-1]["step"] == summary["total_steps"]
+
+
+def test_patience_goes_on_past_the_bound_but_never_keeps_a_check_beyond_it(
+    trained_micro_run, tmp_path
+):
+    _, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    cfg = load_config(
+        str(run / "config.yaml"),
+        FAST + ["unlearning.max_ppl_increase=1e-9", "unlearning.patience=2", "unlearning.epochs=3"],
+    )
+    out = unlearn(cfg, run, "ga", "oracle")
+    summary = json.loads((out / "summary.json").read_text())
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert log[0]["over_bound"] == 1  # past the bound, training went on
+    # A stop needs patience + 1 consecutive checks beyond the bound.
+    over = [e["check"]["ppl"] > summary["ppl_bound"] for e in log]
+    if "perplexity rose" in summary["stop_reason"]:
+        assert over[-3:] == [True, True, True]
+    assert not any(
+        e.get("over_bound") for e in log if e["step"] == summary["kept_step"]
+    )  # only checks within the bound are kept
+    assert summary["kept_check"]["ppl"] <= summary["ppl_bound"] or summary["kept_step"] == 0

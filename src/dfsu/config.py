@@ -229,6 +229,9 @@ class UnlearnConfig:
         None, "train on at most this many pseudo texts (a seeded subset; null = all)"
     )
     max_ppl_increase: float = _f(0.05, "stop when held-out perplexity rises more than this")
+    patience: int = _f(
+        0, "consecutive checks beyond the bound tolerated before backtracking or stopping"
+    )
     backtracks: int = _f(
         0,
         "times a check beyond the bound returns to the last check within it and goes on at "
@@ -257,6 +260,7 @@ class UnlearnConfig:
         _check(0 < self.holdout < 1, "unlearning.holdout", "must be in (0, 1)")
         _check(self.max_texts is None or self.max_texts > 0, "unlearning.max_texts", "must be > 0")
         _check(self.backtracks >= 0, "unlearning.backtracks", "must be >= 0")
+        _check(self.patience >= 0, "unlearning.patience", "must be >= 0")
         _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
 
 

@@ -19,6 +19,9 @@ the one with the highest privacy proxy (for ``gen_only``, which has no privacy o
 the last one); training stops at the first check beyond the bound, or, with
 ``backtracks`` > 0, returns to the last check within it and goes on at half the learning
 rate (ascent tips into collapse within a few steps, so a fixed check interval overshoots).
+With ``patience`` > 0, that happens only after so many consecutive checks beyond the bound:
+the public-text descent often brings perplexity back, and only checks within the bound are
+ever kept.
 If no check stays within the bound, the adapter is kept as initialised (no change).
 """
 
@@ -336,7 +339,7 @@ def unlearn(
     bound = start_ppl * (1 + uc.max_ppl_increase)
     best = {"check": checks[0], "state": None}
     last_good = _lora_state(accelerator.unwrap_model(model))
-    backtracks = 0
+    backtracks = over = 0
     stop_reason = "budget spent"
     step = 0
     model.train()
@@ -373,7 +376,13 @@ def unlearn(
                         info=f"ppl {entry['check']['ppl']:.2f} "
                         f"pii-loss {entry['check']['pii_loss']:.2f}",
                     )
-                    if entry["check"]["ppl"] > bound:
+                    over = over + 1 if entry["check"]["ppl"] > bound else 0
+                    if 0 < over <= uc.patience:
+                        # Past the bound, but public-text descent may bring perplexity back:
+                        # go on; only checks within the bound can be kept.
+                        entry["over_bound"] = over
+                    elif over:
+                        over = 0
                         if backtracks < uc.backtracks:
                             # Ascent turns to collapse within a few steps: go back to the
                             # last check within the bound and go on with smaller steps.
@@ -393,11 +402,13 @@ def unlearn(
                         if uc.backtracks:
                             stop_reason += f" (after {backtracks} backtracks)"
                         break
-                    last_good = _lora_state(accelerator.unwrap_model(model))
+                    if not over:
+                        last_good = _lora_state(accelerator.unwrap_model(model))
                     # gen_only has no privacy objective to select by: it keeps its last
                     # check within the bound (the same budget the others may use).
-                    if method == "gen_only" or (
-                        entry["check"]["pii_loss"] > best["check"]["pii_loss"]
+                    if not over and (
+                        method == "gen_only"
+                        or entry["check"]["pii_loss"] > best["check"]["pii_loss"]
                     ):
                         best = {"check": entry["check"], "state": last_good}
                 log.append(entry)
