@@ -71,6 +71,28 @@ def _load_for_eval(model_path: str | Path, adapter: str | Path | None, device: A
     return model.to(device), tokenizer
 
 
+def sample_prompts(
+    model: Any, tokenizer: Any, prompts: list, cfg: RunConfig, device: Any
+) -> list[Sample]:
+    """K continuations per prompt with the evaluation's sampling settings, as scorable samples."""
+    ec = cfg.evaluation
+    generations = sample_continuations(
+        model,
+        tokenizer,
+        prompts,
+        num_samples=ec.num_samples,
+        top_p=ec.top_p,
+        top_k=ec.top_k,
+        temperature=ec.temperature,
+        seed=cfg.seed,
+        device=device,
+    )
+    return [
+        Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))
+        for p, g in zip(prompts, generations, strict=True)
+    ]
+
+
 def evaluate_model(
     cfg: RunConfig,
     run: str | Path,
@@ -95,21 +117,8 @@ def evaluate_model(
 
     # Privacy: sample K continuations of each record's prefix.
     prompts = make_prompts(records, ec.prefix, tokenizer)
-    generations = sample_continuations(
-        model,
-        tokenizer,
-        prompts,
-        num_samples=ec.num_samples,
-        top_p=ec.top_p,
-        top_k=ec.top_k,
-        temperature=ec.temperature,
-        seed=cfg.seed,
-        device=device,
-    )
-    samples = [
-        Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))
-        for p, g in zip(prompts, generations, strict=True)
-    ]
+    samples = sample_prompts(model, tokenizer, prompts, cfg, device)
+    generations = [list(s.generations) for s in samples]
     result: dict[str, Any] = {
         "model": str(model_path),
         "adapter": str(adapter) if adapter else None,

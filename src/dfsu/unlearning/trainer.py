@@ -190,31 +190,16 @@ def _privacy_tracker(cfg: RunConfig, run: Path, tokenizer: Any, device: Any):
 
     For trajectories only (``unlearning.track_privacy``): the true records are the
     evaluator's knowledge, and these figures never choose the kept adapter."""
-    from dfsu.evaluation.metrics import Sample, score
-    from dfsu.evaluation.sampler import make_prompts, sample_continuations
+    from dfsu.evaluation.evaluate import sample_prompts
+    from dfsu.evaluation.metrics import score
+    from dfsu.evaluation.sampler import make_prompts
 
-    ec = cfg.evaluation
-    prompts = make_prompts(read_records(run), ec.prefix, tokenizer)
+    prompts = make_prompts(read_records(run), cfg.evaluation.prefix, tokenizer)
 
     def measure(model: Any) -> dict[str, float]:
         side = tokenizer.padding_side
-        generations = sample_continuations(
-            model,
-            tokenizer,
-            prompts,
-            num_samples=ec.num_samples,
-            top_p=ec.top_p,
-            top_k=ec.top_k,
-            temperature=ec.temperature,
-            seed=cfg.seed,
-            device=device,
-        )
+        metrics = score(sample_prompts(model, tokenizer, prompts, cfg, device))
         tokenizer.padding_side = side
-        samples = [
-            Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))
-            for p, g in zip(prompts, generations, strict=True)
-        ]
-        metrics = score(samples)
         return {"E_Hit": metrics["E_Hit"], "ERR": metrics["ERR"]}
 
     return measure
