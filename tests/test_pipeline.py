@@ -18,7 +18,6 @@ FAST = [
     "unlearning.eval_every=1",
     "unlearning.batch_size=8",
     "unlearning.micro_batch_size=4",
-    "unlearning.eval_docs=5",
     "synthesis.swaps_per_template=1",
     "synthesis.annotator_eval_records=20",
     "evaluation.num_samples=2",
@@ -88,6 +87,17 @@ def test_run_writes_the_exact_files_and_every_row(reference):
         if len(s["value"]) > 5
     ]
     assert not [v for v in private if v in page]
+
+
+def test_the_stopping_bound_holds_for_the_reported_perplexity(reference):
+    # The early-stopping check reads the evaluation's own held-out texts (eval_docs unset), so
+    # "perplexity within +X %" in the config is the figure the results table shows.
+    results = json.loads((reference / "results.json").read_text())
+    ppl = {r["method"]: r["PPL"] for r in results["rows"]}
+    for name in ("oracle", "dfsu", "ga", "gen_only", "dfsu-self"):
+        summary = json.loads((reference / "unlearned" / name / "summary.json").read_text())
+        assert summary["start_ppl"] == pytest.approx(ppl["original"], rel=1e-4), name
+        assert ppl[name] <= summary["ppl_bound"] * (1 + 1e-4), name
 
 
 def test_a_rerun_skips_what_is_done_and_redoes_what_changed(reference, tmp_path, capsys):

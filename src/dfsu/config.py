@@ -223,7 +223,11 @@ class UnlearnConfig:
     micro_batch_size: int = _f(16, "sequences per forward pass")
     max_length: int = _f(128, "target tokens per unlearning text")
     eval_every: int = _f(10, "optimizer steps between early-stopping checks")
-    eval_docs: int = _f(100, "held-out general documents for the perplexity check")
+    eval_docs: int | None = _f(
+        None,
+        "held-out general documents for the perplexity check (null = all of them, the set the "
+        "evaluation's perplexity is measured on, so the bound holds for the reported figure)",
+    )
     holdout: float = _f(0.1, "share of the unlearning texts held out for the privacy proxy")
     max_texts: int | None = _f(
         None, "train on at most this many pseudo texts (a seeded subset; null = all)"
@@ -259,6 +263,7 @@ class UnlearnConfig:
         )
         _check(0 < self.holdout < 1, "unlearning.holdout", "must be in (0, 1)")
         _check(self.max_texts is None or self.max_texts > 0, "unlearning.max_texts", "must be > 0")
+        _check(self.eval_docs is None or self.eval_docs > 0, "unlearning.eval_docs", "must be > 0")
         _check(self.backtracks >= 0, "unlearning.backtracks", "must be >= 0")
         _check(self.patience >= 0, "unlearning.patience", "must be >= 0")
         _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
