@@ -10,7 +10,7 @@ from conftest import MICRO, MICRO_INVERTER
 
 from dfsu.cli import main
 from dfsu.config import load_config
-from dfsu.pipeline import run_pipeline
+from dfsu.pipeline import KNOWN_ROWS, default_rows, run_pipeline
 
 FAST = [
     "unlearning.lr=5e-3",
@@ -224,3 +224,12 @@ def test_best_data_free_row_is_the_lowest_e_hit_within_the_perplexity_bound():
     assert best["method"] == "dfsu" and best["ppl_ratio"] == 1.075
     assert best["E_Hit_share_of_original"] == 15.0 and best["E_Hit_above_oracle"] == 7.0
     assert best_data_free(rows[:3]) is None and best_data_free(rows[1:]) is None
+
+
+def test_default_rows_name_every_row_once():
+    # dfsu-<configured source> trains the same adapter as dfsu: the default lists it once.
+    rows = default_rows(load_config("tiny"))
+    assert "dfsu" in rows and "dfsu-inversion" not in rows and "dfsu-self" in rows
+    assert len(rows) == len(KNOWN_ROWS) - 1
+    rows = default_rows(load_config("tiny", ["synthesis.source=self"]))
+    assert "dfsu-inversion" in rows and "dfsu-self" not in rows

@@ -111,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument(
         "--rows",
         default=None,
-        help="comma-separated rows (default: all): original, oracle, dfsu, ga, "
-        "gen_only, npo, graddiff, dfsu-inversion, dfsu-self, dfsu-free, dfsu-candidates",
+        help="comma-separated rows (default: all, dfsu-<configured source> being dfsu "
+        "itself): original, oracle, dfsu, ga, gen_only, npo, graddiff, dfsu-inversion, "
+        "dfsu-self, dfsu-free, dfsu-candidates",
     )
     run_p.add_argument(
         "--force",

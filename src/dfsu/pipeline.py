@@ -35,6 +35,11 @@ UNLEARNED = {
 KNOWN_ROWS = ["original", *UNLEARNED, *(f"dfsu-{s}" for s in SOURCES)]
 
 
+def default_rows(cfg: RunConfig) -> list[str]:
+    """Every known row once: ``dfsu-<source>`` of the configured source is ``dfsu`` itself."""
+    return [r for r in KNOWN_ROWS if r != f"dfsu-{cfg.synthesis.source}"]
+
+
 def _key(*parts: Any) -> str:
     blob = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -99,7 +104,7 @@ def run_pipeline(
     from dfsu.target import train_target
     from dfsu.unlearning.trainer import unlearn
 
-    rows = rows or KNOWN_ROWS
+    rows = rows or default_rows(cfg)
     unknown = [r for r in rows if r not in KNOWN_ROWS]
     if unknown:
         raise DfsuError(f"rows: unknown {unknown} (known: {', '.join(KNOWN_ROWS)})")
