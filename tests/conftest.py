@@ -35,6 +35,14 @@ def micro_cfg():
     return load_config("tiny", MICRO)
 
 
+# Unlearning that takes a few steps on the micro config, every step checked.
+FAST_UNLEARNING = [
+    "unlearning.lr=5e-3",
+    "unlearning.eval_every=1",
+    "unlearning.batch_size=8",
+    "unlearning.micro_batch_size=4",
+]
+
 MICRO_INVERTER = [
     "inverter.vocab_size=400",
     "inverter.d_model=32",

@@ -3,6 +3,7 @@ import os
 import shutil
 
 import pytest
+from conftest import FAST_UNLEARNING
 
 from dfsu.audit import audit, read_prompts, redacted
 from dfsu.cli import main
@@ -11,11 +12,8 @@ from dfsu.errors import DfsuError
 from dfsu.unlearning.trainer import unlearn
 
 FAST = [
-    "unlearning.lr=5e-3",
+    *FAST_UNLEARNING,
     "unlearning.epochs=1",
-    "unlearning.eval_every=1",
-    "unlearning.batch_size=8",
-    "unlearning.micro_batch_size=4",
     "unlearning.eval_docs=5",
     "unlearning.max_ppl_increase=10",
 ]

@@ -6,18 +6,15 @@ import sys
 import time
 
 import pytest
-from conftest import MICRO, MICRO_INVERTER
+from conftest import FAST_UNLEARNING, MICRO, MICRO_INVERTER
 
 from dfsu.cli import main
 from dfsu.config import load_config
 from dfsu.pipeline import KNOWN_ROWS, default_rows, run_pipeline
 
 FAST = [
-    "unlearning.lr=5e-3",
+    *FAST_UNLEARNING,
     "unlearning.epochs=1",
-    "unlearning.eval_every=1",
-    "unlearning.batch_size=8",
-    "unlearning.micro_batch_size=4",
     "synthesis.swaps_per_template=1",
     "synthesis.annotator_eval_records=20",
     "evaluation.num_samples=2",

@@ -2,7 +2,7 @@ import json
 import os
 
 import pytest
-from conftest import MICRO
+from conftest import FAST_UNLEARNING, MICRO
 
 from dfsu.cli import main
 from dfsu.config import configs_dir
@@ -10,11 +10,8 @@ from dfsu.errors import DfsuError
 from dfsu.sweep import Sweep, load_sweep_file, parse_axis, point_name, points, run_sweep
 
 FAST = [
-    "unlearning.lr=5e-3",
+    *FAST_UNLEARNING,
     "unlearning.epochs=1",
-    "unlearning.eval_every=1",
-    "unlearning.batch_size=8",
-    "unlearning.micro_batch_size=4",
     "unlearning.eval_docs=5",
     "unlearning.retain_weight=0",
     "synthesis.source=candidates",

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import torch
+from conftest import FAST_UNLEARNING
 from peft import PeftModel
 from transformers import AutoModelForCausalLM
 
@@ -95,11 +96,8 @@ def _copy(run, tmp_path):
 
 
 FAST = [
-    "unlearning.lr=5e-3",
+    *FAST_UNLEARNING,
     "unlearning.epochs=2",
-    "unlearning.eval_every=1",
-    "unlearning.batch_size=8",
-    "unlearning.micro_batch_size=4",
     "unlearning.eval_docs=5",
     "unlearning.max_ppl_increase=10",
 ]
