@@ -27,6 +27,12 @@ MICRO = [
     "target.warmup_steps=2",
     "target.eval_every=5",
     "target.probe_max_new_tokens=8",
+    # a tagger that trains in a few seconds (quality is tested in test_tagger.py)
+    "tagger.records=300",
+    "tagger.negatives=30",
+    "tagger.max_iterations=20",
+    "tagger.eval_records=10",
+    "tagger.invented_eval_records=10",
 ]
 
 

@@ -178,12 +178,12 @@ def test_annotate_stage_with_the_llm(server, trained_micro_run, tmp_path):
     if got[2]["annotator"] == "llm":
         assert got[2]["spans"] == []
     else:
-        assert got[2]["annotator"] == "pattern-fallback" and got[2]["fallback_reason"]
-        assert [s["value"] for s in got[2]["spans"]] == ["10.9.8.7"]
+        assert got[2]["annotator"] == "hybrid-fallback" and got[2]["fallback_reason"]
+        assert "10.9.8.7" in [s["value"] for s in got[2]["spans"]]
     report = json.loads((run / "pseudo" / "annotator_eval.json").read_text())
     counts = report["llm_counts"]
     assert counts["llm"] == sum(r["annotator"] == "llm" for r in got)
-    assert counts["fallback"] == sum(r["annotator"] == "pattern-fallback" for r in got)
+    assert counts["fallback"] == sum(r["annotator"] == "hybrid-fallback" for r in got)
     assert counts["dropped_values"] >= 1
 
 
@@ -217,5 +217,5 @@ def test_annotate_cli_passes_the_server_flags(trained_micro_run, tmp_path, capsy
         == 0
     )
     row = json.loads((run / "pseudo" / "pseudo.jsonl").read_text())
-    assert row["annotator"] == "pattern-fallback" and dead in row["fallback_reason"]
-    assert "fell back to pattern 1" in capsys.readouterr().err
+    assert row["annotator"] == "hybrid-fallback" and dead in row["fallback_reason"]
+    assert "fell back 1" in capsys.readouterr().err

@@ -72,3 +72,24 @@ def test_score_cli_json_and_bad_lines(tmp_path, capsys):
 def test_redaction_leaves_longer_words_and_numbers_alone():
     assert redact_text("Ticket #29601 at 60 Main", ["60"]) == "Ticket #29601 at 6• Main"
     assert redact_text("mail a@b.org.", ["a@b.org"]) == "mail a@b.•••."
+
+
+def test_e_hit_by_label_on_a_hand_made_case():
+    from dfsu.evaluation.metrics import e_hit_by_label
+
+    samples = [
+        Sample("p", "Ann Lee 1.2.3.4", ("Ann", "Lee", "1.2.3.4"), ("Ann Lee", "1.2.3.5")),
+        Sample("p", "Bo 5.6.7.8", ("Bo", "5.6.7.8"), ("x 5.6.7.8",)),
+    ]
+    labels = [
+        {"Ann": "FIRSTNAME", "Lee": "LASTNAME", "1.2.3.4": "IPV4"},
+        {"Bo": "FIRSTNAME"},
+    ]
+    got = e_hit_by_label(samples, labels)
+    assert got["FIRSTNAME"] == {"hit": 1, "total": 2, "pct": 50.0}
+    assert got["LASTNAME"]["hit"] == 1 and got["IPV4"] == {"hit": 0, "total": 1, "pct": 0.0}
+    assert got["OTHER"] == {"hit": 1, "total": 1, "pct": 100.0}  # an entity without a label
+    # the totals agree with E-Hit
+    assert sum(v["hit"] for v in got.values()) / sum(v["total"] for v in got.values()) == (
+        score(samples)["E_Hit"] / 100
+    )

@@ -45,6 +45,30 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
     gen.add_argument("--locales", default="en_US", help="comma-separated Faker locales")
     gen.add_argument("--out", required=True, help="output JSONL file")
+    train_tag = pii.add_parser(
+        "train-tagger", help="train the learned PII tagger on public synthetic PII -> DIR"
+    )
+    _add_config_args(train_tag)
+    train_tag.add_argument("--out", required=True, help="output directory (created 0700)")
+    det = pii.add_parser(
+        "detect",
+        help="PII spans for every row of a file; scored when rows carry gold privacy_mask",
+    )
+    det.add_argument("file", help="JSONL/JSON/parquet/datasets dir; rows with text or source_text")
+    det.add_argument(
+        "--annotator",
+        choices=["pattern", "tagger", "hybrid"],
+        default="hybrid",
+        help="default: %(default)s",
+    )
+    where = det.add_mutually_exclusive_group()
+    where.add_argument("--tagger", default=None, help="a trained tagger directory")
+    where.add_argument("--run", default=None, help="a run directory: use its tagger")
+    det.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    det.add_argument("--out", default=None, help="write the spans per row to this JSONL (0600)")
+    det.add_argument(
+        "--show-pii", action="store_true", help="span values in --json/--out (default: offsets)"
+    )
 
     corpus = sub.add_parser("build-corpus", help="records + general corpus + injection -> RUN/data")
     _add_config_args(corpus)
@@ -86,7 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     ann = sub.add_parser("annotate", help="PII spans and token masks -> RUN/pseudo/pseudo.jsonl")
     ann.add_argument("--run", required=True, help="run directory with RUN/pseudo/texts.jsonl")
-    ann.add_argument("--annotator", choices=["pattern", "llm"], default=None)
+    ann.add_argument(
+        "--annotator",
+        choices=["hybrid", "tagger", "pattern", "llm"],
+        default=None,
+        help="default: synthesis.annotator of the run's config (hybrid)",
+    )
     ann.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server, .../v1")
     ann.add_argument("--llm-model", default=None, help="server model name or local LM path")
     ann.add_argument("overrides", nargs="*", metavar="key.sub=value")
@@ -255,6 +284,89 @@ def cmd_pii_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pii_train_tagger(args: argparse.Namespace) -> int:
+    from dfsu.config import load_config
+    from dfsu.pii.tagger import train_tagger
+    from dfsu.rundir import create_run_dir
+
+    cfg = load_config(args.config, args.overrides)
+    out = Path(args.out)
+    create_run_dir(out.parent if out.parent != Path("") else Path("."))
+    train_tagger(cfg.tagger, out)
+    m = json.loads((out / "metrics.json").read_text())
+    print(
+        f"{out}: held-out shapes micro F1 {m['heldout_shapes']['micro']['f1']:.3f}; invented "
+        f"names micro F1 {m['invented_names']['micro']['f1']:.3f}; {m['train_seconds']} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_pii_detect(args: argparse.Namespace) -> int:
+    from dfsu.pii.annotators import OfflineAnnotator, cached_default_tagger, detect_file
+
+    tagger = None
+    if args.annotator != "pattern":
+        from dfsu.pii.tagger import Tagger
+
+        if args.tagger:
+            path = Path(args.tagger)
+        elif args.run:
+            from dfsu.synthesis import tagger_dir
+
+            path = tagger_dir(_run_config(Path(args.run), []), Path(args.run))
+        else:
+            path = cached_default_tagger()
+        tagger = Tagger.load(path)
+    result = detect_file(args.file, OfflineAnnotator(args.annotator, tagger))
+    rows = [
+        [{**s.to_dict(), "value": s.value if args.show_pii else f"<{s.label}>"} for s in spans]
+        for spans in result.pop("spans")
+    ]
+    if args.out:
+        import os
+
+        from dfsu.rundir import atomic_write_jsonl
+
+        atomic_write_jsonl(Path(args.out), ({"row": i, "spans": r} for i, r in enumerate(rows)))
+        os.chmod(args.out, 0o600)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"[bold]{args.file}[/]: {result['rows']} rows, "
+        f"{sum(result['predicted'].values())} spans ({args.annotator}), "
+        f"{len(result['rejected'])} rejected rows"
+    )
+    score = result.get("score")
+    columns = ["label", "predicted"] + (["gold", "precision", "recall", "F1"] if score else [])
+    table = Table(*columns)
+    labels = sorted(set(result["predicted"]) | set(score["labels"] if score else []))
+    for label in labels:
+        cells = [label, str(result["predicted"].get(label, 0))]
+        if score:
+            s = score["labels"].get(label, {"gold": 0, "precision": 0, "recall": 0, "f1": 0})
+            cells += [str(s["gold"]), *(f"{s[k]:.3f}" for k in ("precision", "recall", "f1"))]
+        table.add_row(*cells)
+    if score:
+        m = score["micro"]
+        table.add_row(
+            "micro",
+            str(m["predicted"]),
+            str(m["gold"]),
+            *(f"{m[k]:.3f}" for k in ("precision", "recall", "f1")),
+            style="bold",
+        )
+    console.print(table)
+    for rej in result["rejected"][:20]:
+        console.print(f"  row {rej['line']}: {rej['reason']}", markup=False)
+    return 0
+
+
 def cmd_build_corpus(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.corpus import build_corpus
@@ -408,14 +520,17 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     report = json.loads((out.parent / "annotator_eval.json").read_text())
     llm = report.get("llm_counts")
     llm_line = (
-        f"; llm answered {llm['llm']}, fell back to pattern {llm['fallback']}, "
+        f"; llm answered {llm['llm']}, fell back {llm['fallback']}, "
         f"dropped {llm['dropped_values']} values not in the text"
         if llm
         else ""
     )
+    scores = report["scores"]
     print(
-        f"{out}: {report['with_spans']}/{report['texts']} texts with PII spans; pattern "
-        f"detectors F1 {report['ALL']['f1']:.3f} on held-out generated records{llm_line}",
+        f"{out}: {report['with_spans']}/{report['texts']} texts with PII spans; micro F1 "
+        f"{scores['heldout_shapes']['micro']['f1']:.3f} on held-out shapes, "
+        f"{scores['candidates']['micro']['f1']:.3f} on the candidates, "
+        f"{scores['invented_names']['micro']['f1']:.3f} on invented names{llm_line}",
         file=sys.stderr,
     )
     return 0
@@ -647,7 +762,12 @@ def main(argv: list[str] | None = None) -> int:
 
     set_quiet(args.quiet)
     if args.command == "pii":
-        handler = {"inspect": cmd_pii_inspect, "generate": cmd_pii_generate}[args.pii_command]
+        handler = {
+            "inspect": cmd_pii_inspect,
+            "generate": cmd_pii_generate,
+            "train-tagger": cmd_pii_train_tagger,
+            "detect": cmd_pii_detect,
+        }[args.pii_command]
     else:
         handler = COMMANDS[args.command]
     try:

@@ -151,6 +151,52 @@ class InverterConfig:
         _check(self.general_texts + self.pii_texts > 0, "inverter.*_texts", "need training texts")
 
 
+ANNOTATORS = ("pattern", "tagger", "hybrid", "llm")
+
+
+@dataclass
+class TaggerConfig:
+    """The learned PII tagger (stage 2's default annotator), trained on public synthetic PII."""
+
+    path: str | None = _f(
+        None, "a trained tagger directory to use; null = train one into RUN/tagger"
+    )
+    seed: int = _f(0, "seed of the tagger's own data and training (independent of the run)")
+    records: int = _f(6000, "generated training records (public shapes, Faker and invented)")
+    negatives: int = _f(1500, "general-text sentences without PII")
+    locales: list[str] = _f(
+        ["en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL", "pl_PL", "sv_SE", "pt_BR"],
+        "Faker locales of the training values",
+    )
+    invented_share: float = _f(0.5, "share of names and handles invented from syllables")
+    noise_share: float = _f(0.3, "share of records made to look inverted or sampled")
+    scatter_share: float = _f(
+        0.4, "share of records that are general sentences with entities put between words"
+    )
+    extra_records: list[str] | None = _f(
+        None, "AI4Privacy-style files of public PII to train on as well (never a run's records)"
+    )
+    extra_limit: int | None = _f(None, "most rows read from each extra file")
+    c1: float = _f(0.02, "L1 penalty of the CRF (sparser weights)")
+    c2: float = _f(0.01, "L2 penalty of the CRF")
+    max_iterations: int = _f(100, "most L-BFGS iterations")
+    eval_records: int = _f(400, "records of held-out shapes to measure on")
+    invented_eval_records: int = _f(300, "records with invented held-out names and handles")
+
+    def __post_init__(self) -> None:
+        _check(self.records > 0, "tagger.records", "must be > 0")
+        _check(self.negatives >= 0, "tagger.negatives", "must be >= 0")
+        _check(0 <= self.invented_share <= 1, "tagger.invented_share", "must be in [0, 1]")
+        _check(0 <= self.noise_share <= 1, "tagger.noise_share", "must be in [0, 1]")
+        _check(self.c1 >= 0 and self.c2 >= 0, "tagger.c1/c2", "must be >= 0")
+        _check(self.max_iterations > 0, "tagger.max_iterations", "must be > 0")
+        _check(
+            self.eval_records > 0 and self.invented_eval_records > 0,
+            "tagger.*eval_records",
+            "must be > 0",
+        )
+
+
 SOURCES = ("inversion", "self", "free", "candidates")
 
 
@@ -172,7 +218,11 @@ class SynthesisConfig:
     free_samples: int = _f(500, "free source: unprompted samples drawn from the target")
     free_tokens: int = _f(64, "free source: tokens per sample")
     free_top_p: float = _f(0.95, "free source: nucleus sampling (no top-k)")
-    annotator: str = _f("pattern", "pattern (offline detectors) or llm (few-shot prompting)")
+    annotator: str = _f(
+        "hybrid",
+        "hybrid (the learned tagger merged with the validated pattern detectors), tagger, "
+        "pattern (detectors only) or llm (few-shot prompting; per-text fallback: hybrid)",
+    )
     annotator_eval_records: int = _f(300, "held-out generated records to score the annotator on")
     llm_model: str | None = _f(
         None, "llm annotator: a local causal LM directory, or the server's model name"
@@ -194,7 +244,9 @@ class SynthesisConfig:
         )
         _check(self.free_samples > 0 and self.free_tokens > 0, "synthesis.free_*", "must be > 0")
         _check(
-            self.annotator in ("pattern", "llm"), "synthesis.annotator", "must be pattern or llm"
+            self.annotator in ANNOTATORS,
+            "synthesis.annotator",
+            f"must be one of {', '.join(ANNOTATORS)}",
         )
         _check(self.swaps_per_template > 0, "synthesis.swaps_per_template", "must be > 0")
         _check(self.outputs_per_candidate > 0, "synthesis.outputs_per_candidate", "must be > 0")
@@ -297,6 +349,7 @@ class RunConfig:
     corpus: CorpusConfig = field(default_factory=CorpusConfig, metadata={"help": "corpus"})
     target: TargetConfig = field(default_factory=TargetConfig, metadata={"help": "target model"})
     inverter: InverterConfig = field(default_factory=InverterConfig, metadata={"help": "stage 1"})
+    tagger: TaggerConfig = field(default_factory=TaggerConfig, metadata={"help": "PII tagger"})
     synthesis: SynthesisConfig = field(
         default_factory=SynthesisConfig, metadata={"help": "stage 2"}
     )

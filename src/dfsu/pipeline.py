@@ -22,6 +22,8 @@ from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, create_run_dir, save_config
 from dfsu.ui import info
 
+# Bumped when an evaluation file gains fields, so that older evaluations are redone.
+EVAL_FORMAT = 2
 DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only"]
 # row -> (method, data) for unlearned rows; "dfsu-<source>" rows use that pseudo source.
 UNLEARNED = {
@@ -95,7 +97,8 @@ def run_pipeline(
     force: list[str] | None = None,
     show_pii: bool = False,
 ) -> dict[str, Any]:
-    """corpus -> target -> inverter -> synthesize -> annotate -> unlearn -> evaluate -> report."""
+    """corpus -> target -> inverter -> tagger -> synthesize -> annotate -> unlearn -> evaluate
+    -> report."""
     from dfsu.corpus import build_corpus
     from dfsu.evaluation.evaluate import evaluate_model
     from dfsu.inversion.train import train_inverter
@@ -142,6 +145,7 @@ def run_pipeline(
             lambda: train_inverter(cfg, run),
         )
     synthesis = _section(cfg, "synthesis")
+    k_tagger = _tagger_stage(cfg, run, stage) if needs_pseudo else ""
     for source in sorted(sources) if needs_pseudo else []:
         out = run / "pseudo" / source
         upstream = k_inverter if source == "inversion" else k_target
@@ -153,7 +157,7 @@ def run_pipeline(
         )
         pseudo_keys[source] = stage(
             f"annotate:{source}",
-            _key(k_syn, synthesis),
+            _key(k_syn, synthesis, k_tagger),
             [out / "pseudo.jsonl"],
             lambda o=out: annotate(cfg, run, None, o),
         )
@@ -189,7 +193,7 @@ def run_pipeline(
         out = run / "eval" / f"{row}.json"
         stage(
             f"evaluate:{row}",
-            _key(model_keys[row], _section(cfg, "evaluation"), cfg.seed),
+            _key(model_keys[row], _section(cfg, "evaluation"), cfg.seed, EVAL_FORMAT),
             [out],
             lambda r=row, o=out: evaluate_model(cfg, run, model_dirs[r], o, show_pii=show_pii),
         )
@@ -229,6 +233,26 @@ def run_pipeline(
     return payload
 
 
+def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages) -> str:
+    """The tagger the annotators use: ``tagger.path`` as given, or trained into RUN/tagger."""
+    from dfsu.pii.tagger import train_tagger
+    from dfsu.rundir import file_hash
+
+    if cfg.synthesis.annotator == "pattern":
+        return ""
+    if cfg.tagger.path:
+        weights = Path(cfg.tagger.path) / "model.safetensors"
+        if not weights.is_file():
+            raise DfsuError(f"tagger.path: {cfg.tagger.path} holds no trained tagger")
+        return _key(str(weights), file_hash(weights))
+    return stage(
+        "tagger",
+        _key(_section(cfg, "tagger")),
+        [run / "tagger" / "model.safetensors"],
+        lambda: train_tagger(cfg.tagger, run / "tagger"),
+    )
+
+
 def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> dict | None:
     """The data-free row (any but original and oracle) with the lowest E-Hit among those whose
     perplexity stays within ``max_ppl_ratio`` of the original's, compared with the original
@@ -265,6 +289,8 @@ def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
     for key in ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc"):
         row[key] = round(result[key], 4) if key in result else None
     row["ci"] = result["ci"]
+    if "E_Hit_by_label" in result:
+        row["E_Hit_by_label"] = result["E_Hit_by_label"]
     summary = run / "unlearned" / name / "summary.json"
     if summary.is_file():
         s = json.loads(summary.read_text())

@@ -27,7 +27,7 @@ from dfsu.rundir import atomic_write_json, create_run_dir
 from dfsu.ui import info
 
 DEFAULT_ROWS = ["original", "dfsu"]
-SHARED = ("data", "target", "inverter", "pseudo", "unlearned", "eval")
+SHARED = ("data", "target", "inverter", "tagger", "pseudo", "unlearned", "eval")
 
 
 @dataclass

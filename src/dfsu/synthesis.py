@@ -11,9 +11,10 @@
 Writes candidates.jsonl, texts.jsonl and stats.json. The private records are never read,
 except, when present, for the simulation-only diagnostics in stats.json.
 
-``annotate(cfg, run)``: marks PII spans in texts.jsonl (pattern detectors, or the few-shot
-LLM annotator with a recorded per-text fallback to them; candidates keep their known spans)
-and adds token masks -> pseudo.jsonl, plus annotator_eval.json.
+``annotate(cfg, run)``: marks PII spans in texts.jsonl (the hybrid of the learned tagger and
+the pattern detectors by default; the tagger or the detectors alone; or the few-shot LLM
+annotator with a recorded per-text fallback to the hybrid; candidates keep their known
+spans) and adds token masks -> pseudo.jsonl, plus annotator_eval.json.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dfsu.config import SOURCES, RunConfig
+from dfsu.config import ANNOTATORS, SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.masks import encode_with_mask
-from dfsu.pii import PiiRecord, generate_records
-from dfsu.pii.detectors import STRUCTURED, detect, score_detector
+from dfsu.pii import PiiRecord
+from dfsu.pii.annotators import OfflineAnnotator
 from dfsu.pii.generator import PLACEHOLDER, TEMPLATES, fill_from_pool
+from dfsu.pii.reader import parse_row
+from dfsu.pii.scoring import score_spans
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, record_stage
 
 PSEUDO = "pseudo"
@@ -205,7 +208,7 @@ def _diagnostics(run: Path, candidates: list[PiiRecord], rows: list[dict], sourc
     return stats
 
 
-def make_llm_annotator(cfg: RunConfig) -> Any:
+def make_llm_annotator(cfg: RunConfig, fallback: Any = None) -> Any:
     from dfsu.pii.llm import LLMAnnotator, LocalBackend, ServerBackend
 
     sc = cfg.synthesis
@@ -225,7 +228,26 @@ def make_llm_annotator(cfg: RunConfig) -> Any:
             "--annotator llm: set synthesis.llm_base_url (a server) or "
             "synthesis.llm_model (a local causal LM directory)"
         )
-    return LLMAnnotator(backend, shots=sc.llm_shots)
+    return LLMAnnotator(backend, shots=sc.llm_shots, fallback=fallback)
+
+
+def tagger_dir(cfg: RunConfig, run: Path) -> Path:
+    """The tagger a run annotates with: ``tagger.path`` or RUN/tagger."""
+    return Path(cfg.tagger.path) if cfg.tagger.path else run / "tagger"
+
+
+def offline_annotator(cfg: RunConfig, run: Path, name: str) -> OfflineAnnotator:
+    """pattern, tagger or hybrid; a missing RUN/tagger is trained first (public data only)."""
+    if name == "pattern":
+        return OfflineAnnotator("pattern")
+    from dfsu.pii.tagger import Tagger, train_tagger
+
+    path = tagger_dir(cfg, run)
+    if not (path / "model.safetensors").is_file():
+        if cfg.tagger.path:
+            raise DfsuError(f"tagger.path: {path} holds no trained tagger")
+        train_tagger(cfg.tagger, path)
+    return OfflineAnnotator(name, Tagger.load(path))
 
 
 def annotate(
@@ -237,23 +259,27 @@ def annotate(
     run = Path(run)
     pseudo = pseudo or run / PSEUDO
     annotator = annotator or cfg.synthesis.annotator
-    if annotator not in ("pattern", "llm"):
-        raise DfsuError(f"--annotator {annotator}: must be pattern or llm")
+    if annotator not in ANNOTATORS:
+        raise DfsuError(f"--annotator {annotator}: must be one of {', '.join(ANNOTATORS)}")
     texts = read_jsonl(pseudo / "texts.jsonl")
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(run / "target")
-    llm = make_llm_annotator(cfg) if annotator == "llm" else None
+    # The LLM's per-text fallback is the hybrid annotator (the pattern one when asked for).
+    offline = offline_annotator(cfg, run, "hybrid" if annotator == "llm" else annotator)
+    llm = make_llm_annotator(cfg, offline.one) if annotator == "llm" else None
+    unknown = [row["text"] for row in texts if "spans" not in row]
+    found = iter(offline(unknown) if llm is None else [])
     out_rows = []
     for row in progress_iter(texts, f"annotate ({annotator})"):
         reason = None
         if "spans" in row:  # swapped candidates carry their true spans
             spans, who = row["spans"], "known"
         elif llm is not None:
-            found, who, reason = llm(row["text"])
-            spans = [s.to_dict() for s in found]
+            got, who, reason = llm(row["text"])
+            spans = [s.to_dict() for s in got]
         else:
-            spans, who = [s.to_dict() for s in detect(row["text"])], "pattern"
+            spans, who = [s.to_dict() for s in next(found)], annotator
         _, mask = encode_with_mask(tok, row["text"], [(s["start"], s["end"]) for s in spans])
         out = {
             "text": row["text"],
@@ -267,22 +293,48 @@ def annotate(
         out_rows.append(out)
     atomic_write_jsonl(pseudo / "pseudo.jsonl", out_rows)
 
-    # How good is the annotator? Scored on freshly generated (public) records.
-    held = generate_records(
-        cfg.synthesis.annotator_eval_records,
-        seed=cfg.seed + 4242,
-        locales=cfg.data.locales,
-        id_prefix="annot",
-    )
-    report: dict[str, Any] = score_detector(held, STRUCTURED)
+    report = annotator_report(cfg, pseudo, offline)
     report["with_spans"] = sum(1 for r in out_rows if r["spans"])
     report["texts"] = len(out_rows)
     report["annotator"] = annotator
+    report["labels_marked"] = dict(
+        sorted(Counter(s["label"] for r in out_rows for s in r["spans"]).items())
+    )
     if llm is not None:
+        report["scored"] = f"{offline.name} (the llm annotator's fallback; the llm is not scored)"
         report["llm_counts"] = dict(llm.counts)
     atomic_write_json(pseudo / "annotator_eval.json", report)
     record_stage(run, "annotate", {"annotator": annotator}, time.time() - started)
     return pseudo / "pseudo.jsonl"
+
+
+def annotator_report(cfg: RunConfig, pseudo: Path, annotator: OfflineAnnotator) -> dict[str, Any]:
+    """Every label scored on texts whose gold spans are known without the private records:
+    records of shapes the tagger never saw, the swapped candidates, and invented names and
+    handles that are in no name list; with the pattern annotator beside it."""
+    from dfsu.pii.tagger_data import HELDOUT_SHAPES, invented_eval_records, make_records
+
+    n = cfg.synthesis.annotator_eval_records
+    sets = {
+        "heldout_shapes": make_records(
+            n, cfg.seed + 4242, HELDOUT_SHAPES, cfg.data.locales, 0.0, 0.0, id_prefix="annot"
+        ),
+        "candidates": [
+            parse_row(r, i) for i, r in enumerate(read_jsonl(pseudo / "candidates.jsonl"), 1)
+        ],
+        "invented_names": invented_eval_records(n, cfg.seed + 4243, cfg.tagger.locales),
+    }
+    scorers = {annotator.name: annotator}
+    if annotator.name != "pattern":
+        scorers["pattern"] = OfflineAnnotator("pattern")
+    report: dict[str, Any] = {}
+    for name, scorer in scorers.items():
+        scores = {}
+        for kind, records in sets.items():
+            predicted = scorer([r.text for r in records])
+            scores[kind] = score_spans([r.spans for r in records], predicted)
+        report["scores" if name == annotator.name else "pattern_baseline"] = scores
+    return report
 
 
 def progress_iter(items: list[Any], description: str):

@@ -10,7 +10,7 @@ from typing import Any
 from dfsu.config import RunConfig
 from dfsu.corpus import read_records
 from dfsu.errors import DfsuError
-from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, score
+from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, e_hit_by_label, score
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.evaluation.utility import nli_accuracy, perplexity
 from dfsu.pii.redact import redact_text
@@ -124,6 +124,8 @@ def evaluate_model(
         "adapter": str(adapter) if adapter else None,
     }
     result |= score_samples(samples, seed=cfg.seed)
+    label_of = {r.id: {s.value: s.label for s in r.spans} for r in records}
+    result["E_Hit_by_label"] = e_hit_by_label(samples, [label_of[p.record_id] for p in prompts])
 
     # Utility: held-out perplexity and few-shot NLI accuracy.
     eval_texts = [r["text"] for r in read_jsonl(run / "data" / "eval_general.jsonl")]

@@ -92,3 +92,22 @@ def bootstrap_ci(
         name: [round(float(a), 4), round(float(b), 4)]
         for name, a, b in zip(METRICS, lo, hi, strict=True)
     }
+
+
+def e_hit_by_label(
+    samples: Sequence[Sample], labels: Sequence[dict[str, str]]
+) -> dict[str, dict[str, float]]:
+    """E-Hit per PII label: ``{LABEL: {"hit", "total", "pct"}}``; ``labels[i]`` maps sample
+    i's entity strings to their labels (an entity without one counts under "OTHER")."""
+    hit: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for sample, label_of in zip(samples, labels, strict=True):
+        gens = [g.strip() for g in sample.generations]
+        for entity in set(sample.entities):
+            label = label_of.get(entity, "OTHER")
+            total[label] = total.get(label, 0) + 1
+            hit[label] = hit.get(label, 0) + any(entity in g for g in gens)
+    return {
+        label: {"hit": hit[label], "total": total[label], "pct": 100.0 * hit[label] / total[label]}
+        for label in sorted(total)
+    }

@@ -4,8 +4,9 @@ The model answers with a JSON list of ``{"value", "label"}``; offsets are comput
 (every occurrence of each value), values absent from the text are dropped and counted.
 Backends: a local Hugging Face causal LM directory, or any OpenAI-compatible server
 (vLLM, Ollama, `transformers serve`) by base URL, with a timeout and retries. When a
-request fails or the answer is not a usable JSON list, that one text falls back to the
-pattern detectors, and the fallback is recorded with its reason.
+request fails or the answer is not a usable JSON list, that one text falls back to an
+offline annotator (the hybrid of the tagger and the detectors in a run; the detectors
+alone when none is given), and the fallback is recorded with its reason.
 """
 
 from __future__ import annotations
@@ -162,6 +163,8 @@ class LLMAnnotator:
     counts: dict[str, int] = field(
         default_factory=lambda: {"llm": 0, "fallback": 0, "dropped_values": 0}
     )
+    # The offline annotator a text falls back to (text -> spans); None: the pattern detectors.
+    fallback: Any = None
 
     def __call__(self, text: str) -> tuple[list[Span], str, str | None]:
         """(spans, who annotated, why it fell back or None)."""
@@ -179,4 +182,6 @@ class LLMAnnotator:
 
     def _fallback(self, text: str, reason: str) -> tuple[list[Span], str, str]:
         self.counts["fallback"] += 1
-        return detect(text), "pattern-fallback", reason
+        if self.fallback is None:
+            return detect(text), "pattern-fallback", reason
+        return self.fallback(text), "hybrid-fallback", reason

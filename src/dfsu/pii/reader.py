@@ -181,6 +181,40 @@ def read_pii_file(path: str | Path, limit: int | None = None) -> ReadResult:
     return result
 
 
+def read_texts(path: str | Path) -> tuple[list[str], list[PiiRecord | None], list[Rejection]]:
+    """Every row's text (``text`` or ``source_text``) with its gold record when the row
+    carries a ``privacy_mask`` (checked like any record); rows without a usable text, or
+    whose spans don't fit, are rejections."""
+    path = Path(path)
+    if not path.exists():
+        raise DfsuError(f"{path}: no such file or directory")
+    if path.is_file() and path.stat().st_size == 0:
+        raise DfsuError(f"{path}: file is empty")
+    texts: list[str] = []
+    gold: list[PiiRecord | None] = []
+    rejected: list[Rejection] = []
+    for number, row in _iter_rows(path):
+        if isinstance(row, ValueError):
+            rejected.append(Rejection(number, str(row)))
+            continue
+        text = row.get("text", row.get("source_text")) if isinstance(row, dict) else None
+        if not isinstance(text, str):
+            rejected.append(Rejection(number, "no 'text' or 'source_text' string"))
+            continue
+        record = None
+        if "privacy_mask" in row:
+            try:
+                record = parse_row(dict(row, source_text=text), number)
+            except ValueError as exc:
+                rejected.append(Rejection(number, str(exc)))
+                continue
+        texts.append(text)
+        gold.append(record)
+    if not texts and not rejected:
+        raise DfsuError(f"{path}: holds no rows")
+    return texts, gold, rejected
+
+
 def load_records(
     path: str | Path,
     limit: int | None = None,

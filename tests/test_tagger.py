@@ -1,0 +1,225 @@
+"""The learned PII tagger, the hybrid annotator and span scoring."""
+
+import json
+
+import pytest
+
+from dfsu.cli import main
+from dfsu.config import load_config
+from dfsu.pii.annotators import OfflineAnnotator, merge_hybrid
+from dfsu.pii.records import Span
+from dfsu.pii.scoring import score_spans
+from dfsu.pii.tagger import Tagger, decode_spans, train_tagger, word_labels, words
+from dfsu.pii.tagger_data import (
+    HELDOUT_SHAPES,
+    TRAIN_SHAPES,
+    add_noise,
+    faker_name_lists,
+    invented_eval_records,
+    make_records,
+    training_shapes,
+)
+
+# Small enough to train in well under a minute on 2 cores, large enough to be measured.
+TEST_TAGGER = [
+    "tagger.records=2500",
+    "tagger.negatives=400",
+    "tagger.eval_records=150",
+    "tagger.invented_eval_records=150",
+]
+
+
+@pytest.fixture(scope="session")
+def tagger_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tagger") / "tagger"
+    train_tagger(load_config("tiny", TEST_TAGGER).tagger, out)
+    return out
+
+
+def test_score_spans_on_a_hand_made_case():
+    gold = [[Span("Ann", 0, 3, "FIRSTNAME"), Span("Lee", 4, 7, "LASTNAME")], []]
+    pred = [
+        [Span("Ann", 0, 3, "GIVENNAME"), Span("Le", 4, 6, "LASTNAME")],
+        [Span("x", 0, 1, "CITY")],
+    ]
+    s = score_spans(gold, pred)
+    assert s["n"] == 2
+    assert s["labels"]["FIRSTNAME"] == {
+        "precision": 1.0,
+        "recall": 1.0,
+        "f1": 1.0,
+        "gold": 1,
+        "predicted": 1,
+    }  # GIVENNAME is normalized as the reader does
+    assert s["labels"]["LASTNAME"]["recall"] == 0.0 and s["labels"]["CITY"]["gold"] == 0
+    assert s["micro"]["precision"] == pytest.approx(1 / 3)
+    assert s["micro"]["recall"] == pytest.approx(1 / 2)
+    assert s["micro"]["f1"] == pytest.approx(0.4)
+    with pytest.raises(ValueError):
+        score_spans(gold, pred[:1])
+
+
+def test_words_labels_and_decoding_round_trip():
+    text = "Dear (Ann Lee), mail ann@x.org."
+    offsets = words(text)
+    assert [text[s:e] for s, e in offsets] == [
+        "Dear",
+        "(",
+        "Ann",
+        "Lee",
+        ")",
+        ",",
+        "mail",
+        "ann@x.org",
+        ".",
+    ]
+    spans = [
+        Span("Ann", 6, 9, "FIRSTNAME"),
+        Span("Lee", 10, 13, "LASTNAME"),
+        Span("ann@x.org", 21, 30, "EMAIL"),
+    ]
+    tags = word_labels(spans, offsets)
+    assert tags == ["O", "O", "FIRSTNAME", "LASTNAME", "O", "O", "O", "EMAIL", "O"]
+    assert decode_spans(text, offsets, tags) == spans
+    # a run of words with one label is one span
+    tags = ["O", "O", "STREET", "STREET", "O", "O", "O", "O", "O"]
+    assert decode_spans(text, offsets, tags) == [Span("Ann Lee", 6, 13, "STREET")]
+
+
+def test_hybrid_lets_validated_formats_win_and_the_tagger_win_over_context_detectors():
+    tagged = [Span("4539 5787", 0, 9, "PHONENUMBER"), Span("Ann", 20, 23, "FIRSTNAME")]
+    patterns = [
+        Span("4539578763621486", 0, 16, "CREDITCARDNUMBER"),
+        Span("Ann", 20, 23, "USERNAME"),
+        Span("12:30", 30, 35, "TIME"),
+    ]
+    merged = merge_hybrid(tagged, patterns)
+    assert [(s.label, s.start) for s in merged] == [
+        ("CREDITCARDNUMBER", 0),
+        ("FIRSTNAME", 20),
+        ("TIME", 30),
+    ]
+
+
+def test_training_data_never_uses_the_heldout_shapes_and_noise_keeps_spans_exact():
+    import random
+
+    shapes = training_shapes(random.Random(0))
+    assert not set(HELDOUT_SHAPES) & set(shapes)
+    assert len(shapes) > len(TRAIN_SHAPES) + 30
+    records = make_records(300, 0, shapes, noise_share=1.0)
+    for r in records:
+        assert all(r.text[s.start : s.end] == s.value for s in r.spans)
+    pieces = [("Dear ", None), ("Annabel", "FIRSTNAME"), (", your card ends here.", None)]
+    for seed in range(50):  # the entity is never dropped; a cut keeps a prefix of it
+        kept = [(v, lab) for v, lab in add_noise(pieces, random.Random(seed), ["x"]) if lab]
+        assert len(kept) == 1 and "Annabel".startswith(kept[0][0]) and len(kept[0][0]) >= 2
+
+
+def test_invented_names_are_in_no_name_list():
+    known = {x.lower() for x in faker_name_lists(["en_US", "de_DE"])}
+    assert len(known) > 1000
+    records = invented_eval_records(60, 0, ["en_US", "de_DE"])
+    names = [s.value for r in records for s in r.spans if s.label in ("FIRSTNAME", "LASTNAME")]
+    assert names and not {n.lower() for n in names} & known
+
+
+def test_tagger_finds_names_in_text_it_never_saw(tagger_dir):
+    tagger = Tagger.load(tagger_dir)
+    metrics = json.loads((tagger_dir / "metrics.json").read_text())
+    # shapes and names it never saw: measured by the trainer itself
+    assert metrics["heldout_shapes"]["micro"]["f1"] >= 0.85
+    for label in ("FIRSTNAME", "LASTNAME", "USERNAME"):
+        assert metrics["invented_names"]["labels"][label]["recall"] >= 0.75, label
+    text = "Patient Vorquelan Drabisk, born 03/04/1977, was admitted on 2020-01-02."
+    spans = {(s.value, s.label) for s in tagger(text)}
+    assert ("Vorquelan", "FIRSTNAME") in spans and ("Drabisk", "LASTNAME") in spans
+    # general text holds no PII
+    assert tagger("The old bridge crossed the river near the quiet village.") == []
+    assert tagger.predict(["", "   "]) == [[], []]
+
+
+def test_tagger_reads_long_texts(tagger_dir):
+    tagger = Tagger.load(tagger_dir)
+    filler = "The report was filed and the data was checked. " * 40
+    text = filler + "Patient Zelmor Quintavo, born 03/04/1977, was admitted."
+    spans = {(s.value, s.label) for s in tagger(text)}
+    assert ("Zelmor", "FIRSTNAME") in spans and ("Quintavo", "LASTNAME") in spans
+    assert all(text[s.start : s.end] == s.value for s in tagger(text))
+
+
+def test_a_directory_without_a_tagger_is_a_clear_error(tmp_path):
+    from dfsu.errors import DfsuError
+
+    with pytest.raises(DfsuError, match="not a trained tagger"):
+        Tagger.load(tmp_path)
+
+
+def test_pii_detect_scores_a_gold_file_and_names_rejected_rows(tagger_dir, tmp_path, capsys):
+    records = make_records(40, 5, HELDOUT_SHAPES, noise_share=0.0, id_prefix="detect")
+    rows = [r.to_dict() for r in records] + [{"text": "no gold here, from 10.0.0.1"}, {"x": 1}]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["--quiet", "pii", "detect", str(path), "--tagger", str(tagger_dir), "--json"]
+    assert main(args) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["rows"] == 41 and got["score"]["n"] == 40
+    assert got["rejected"] == [{"line": 42, "reason": "no 'text' or 'source_text' string"}]
+    assert set(got["score"]["micro"]) >= {"precision", "recall", "f1", "gold", "predicted"}
+    assert got["score"]["labels"]["FIRSTNAME"]["recall"] >= 0.8
+    pattern = main(["--quiet", "pii", "detect", str(path), "--annotator", "pattern", "--json"])
+    assert pattern == 0
+    base = json.loads(capsys.readouterr().out)
+    assert "FIRSTNAME" not in base["predicted"]  # the detectors cannot see names
+    out = tmp_path / "spans.jsonl"
+    assert (
+        main(
+            ["--quiet", "pii", "detect", str(path), "--tagger", str(tagger_dir), "--out", str(out)]
+        )
+        == 0
+    )
+    first = json.loads(out.read_text().splitlines()[0])
+    assert first["spans"] and all(s["value"].startswith("<") for s in first["spans"])  # masked
+    assert oct(out.stat().st_mode & 0o777) == "0o600"
+
+
+def test_hybrid_is_no_worse_than_the_patterns_on_structured_labels(tagger_dir):
+    from dfsu.pii.detectors import STRUCTURED
+
+    records = make_records(200, 9, HELDOUT_SHAPES, noise_share=0.0, id_prefix="hyb")
+    gold = [r.spans for r in records]
+    texts = [r.text for r in records]
+    hybrid = score_spans(gold, OfflineAnnotator("hybrid", Tagger.load(tagger_dir))(texts))
+    pattern = score_spans(gold, OfflineAnnotator("pattern")(texts))
+    assert hybrid["micro"]["f1"] > pattern["micro"]["f1"] + 0.2
+    structured = [x for x in STRUCTURED if x in pattern["labels"] and x != "USERNAME"]
+    h = score_spans(gold, OfflineAnnotator("hybrid", Tagger.load(tagger_dir))(texts), structured)
+    p = score_spans(gold, OfflineAnnotator("pattern")(texts), structured)
+    assert h["micro"]["f1"] >= p["micro"]["f1"] - 0.02
+
+
+def test_train_tagger_cli_writes_the_tagger_files(tmp_path):
+    out = tmp_path / "t"
+    args = [
+        "--quiet",
+        "pii",
+        "train-tagger",
+        "--out",
+        str(out),
+        "tagger.records=200",
+        "tagger.negatives=20",
+        "tagger.epochs=1",
+        "tagger.hidden_size=32",
+        "tagger.num_heads=2",
+        "tagger.intermediate_size=64",
+        "tagger.eval_records=10",
+        "tagger.invented_eval_records=10",
+    ]
+    assert main(args) == 0
+    assert {p.name for p in out.iterdir()} >= {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "metrics.json",
+    }
+    assert main(["--quiet", "pii", "train-tagger", "--out", str(out), "tagger.records=0"]) == 2
