@@ -47,8 +47,14 @@ def test_run_writes_the_exact_files_and_every_row(reference):
         "pseudo",
         "report.html",
         "results.json",
+        "tagger",
         "target",
         "unlearned",
+    ]
+    assert sorted(p.name for p in (run / "tagger").iterdir()) == [
+        "metrics.json",
+        "model.crfsuite",
+        "tagger.json",
     ]
     assert sorted(p.name for p in (run / "pseudo").iterdir()) == ["inversion", "self"]
     assert sorted(p.name for p in (run / "unlearned").iterdir()) == [
@@ -68,9 +74,13 @@ def test_run_writes_the_exact_files_and_every_row(reference):
             assert isinstance(row[key], float), (row["method"], key)
         assert set(row["ci"]) == {"ERR", "FRS", "S_Exp", "E_Hit"}
         assert 0 <= row["E_Hit"] <= 100 and row["PPL"] > 1
+        by_label = row["E_Hit_by_label"]  # per label, adding up to E-Hit
+        hits = sum(v["hit"] for v in by_label.values())
+        total = sum(v["total"] for v in by_label.values())
+        assert row["E_Hit"] == pytest.approx(100 * hits / total, abs=1e-3)
     assert results["inverter"]["mode"] == "all"
     assert set(results["pseudo"]) == {"inversion", "self"}
-    assert {"corpus", "target", "inverter", "unlearn:dfsu", "evaluate:original"} <= set(
+    assert {"corpus", "target", "inverter", "tagger", "unlearn:dfsu", "evaluate:original"} <= set(
         results["timings"]
     )
     page = (run / "report.html").read_text()

@@ -94,7 +94,7 @@ def test_synthesis_works_without_the_private_records(trained_micro_run, tmp_path
     if source == "free":  # unprompted samples: no candidate behind them, at most free_samples
         assert 0 < len(rows) <= 20 and all(r["candidate_id"] is None for r in rows)
     report = json.loads((run / "pseudo" / "annotator_eval.json").read_text())
-    assert report["annotator"] == "hybrid" and (run / "tagger" / "model.safetensors").is_file()
+    assert report["annotator"] == "hybrid" and (run / "tagger" / "model.crfsuite").is_file()
     for scores in (report["scores"], report["pattern_baseline"]):
         assert set(scores) == {"heldout_shapes", "candidates", "invented_names"}
     assert report["scores"]["candidates"]["n"] == stats["candidates"]

@@ -287,11 +287,10 @@ def cmd_pii_generate(args: argparse.Namespace) -> int:
 def cmd_pii_train_tagger(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.pii.tagger import train_tagger
-    from dfsu.rundir import create_run_dir
-
     cfg = load_config(args.config, args.overrides)
-    out = Path(args.out)
-    create_run_dir(out.parent if out.parent != Path("") else Path("."))
+    out = Path(args.out)  # public data only: no PII in it, no special mode needed
+    if out.exists() and not out.is_dir():
+        raise DfsuError(f"{out}: exists and is not a directory")
     train_tagger(cfg.tagger, out)
     m = json.loads((out / "metrics.json").read_text())
     print(
@@ -526,11 +525,13 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         else ""
     )
     scores = report["scores"]
+    parts = [f"{scores['heldout_shapes']['micro']['f1']:.3f} on held-out shapes"]
+    if "candidates" in scores:
+        parts.append(f"{scores['candidates']['micro']['f1']:.3f} on the candidates")
+    parts.append(f"{scores['invented_names']['micro']['f1']:.3f} on invented names")
     print(
         f"{out}: {report['with_spans']}/{report['texts']} texts with PII spans; micro F1 "
-        f"{scores['heldout_shapes']['micro']['f1']:.3f} on held-out shapes, "
-        f"{scores['candidates']['micro']['f1']:.3f} on the candidates, "
-        f"{scores['invented_names']['micro']['f1']:.3f} on invented names{llm_line}",
+        f"{', '.join(parts)}{llm_line}",
         file=sys.stderr,
     )
     return 0

@@ -241,14 +241,14 @@ def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages) -> str:
     if cfg.synthesis.annotator == "pattern":
         return ""
     if cfg.tagger.path:
-        weights = Path(cfg.tagger.path) / "model.safetensors"
+        weights = Path(cfg.tagger.path) / "model.crfsuite"
         if not weights.is_file():
             raise DfsuError(f"tagger.path: {cfg.tagger.path} holds no trained tagger")
         return _key(str(weights), file_hash(weights))
     return stage(
         "tagger",
         _key(_section(cfg, "tagger")),
-        [run / "tagger" / "model.safetensors"],
+        [run / "tagger" / "model.crfsuite"],
         lambda: train_tagger(cfg.tagger, run / "tagger"),
     )
 

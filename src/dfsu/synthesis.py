@@ -243,7 +243,7 @@ def offline_annotator(cfg: RunConfig, run: Path, name: str) -> OfflineAnnotator:
     from dfsu.pii.tagger import Tagger, train_tagger
 
     path = tagger_dir(cfg, run)
-    if not (path / "model.safetensors").is_file():
+    if not (path / "model.crfsuite").is_file():
         if cfg.tagger.path:
             raise DfsuError(f"tagger.path: {path} holds no trained tagger")
         train_tagger(cfg.tagger, path)
@@ -319,11 +319,11 @@ def annotator_report(cfg: RunConfig, pseudo: Path, annotator: OfflineAnnotator) 
         "heldout_shapes": make_records(
             n, cfg.seed + 4242, HELDOUT_SHAPES, cfg.data.locales, 0.0, 0.0, id_prefix="annot"
         ),
-        "candidates": [
-            parse_row(r, i) for i, r in enumerate(read_jsonl(pseudo / "candidates.jsonl"), 1)
-        ],
         "invented_names": invented_eval_records(n, cfg.seed + 4243, cfg.tagger.locales),
     }
+    if (pseudo / "candidates.jsonl").is_file():  # absent when texts came from elsewhere
+        rows = read_jsonl(pseudo / "candidates.jsonl")
+        sets["candidates"] = [parse_row(r, i) for i, r in enumerate(rows, 1)]
     scorers = {annotator.name: annotator}
     if annotator.name != "pattern":
         scorers["pattern"] = OfflineAnnotator("pattern")

@@ -81,7 +81,7 @@ def cached_default_tagger() -> Path:
     from dfsu.ui import info
 
     path = default_tagger_dir()
-    if not (path / "model.safetensors").is_file():
+    if not (path / "model.crfsuite").is_file():
         info(f"training the default PII tagger once into {path} (about a minute on 2 cores)")
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         train_tagger(TaggerConfig(), path)
