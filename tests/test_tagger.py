@@ -94,6 +94,11 @@ def test_hybrid_lets_validated_formats_win_and_the_tagger_win_over_context_detec
         Span("12:30", 30, 35, "TIME"),
     ]
     merged = merge_hybrid(tagged, patterns)
+    # a tagger card number that fails Luhn gives way to the detectors' reading
+    number = "201105935007367"
+    assert merge_hybrid(
+        [Span(number, 0, 15, "CREDITCARDNUMBER")], [Span(number, 0, 15, "SSN")]
+    ) == [Span(number, 0, 15, "SSN")]
     assert [(s.label, s.start) for s in merged] == [
         ("CREDITCARDNUMBER", 0),
         ("FIRSTNAME", 20),
@@ -215,3 +220,17 @@ def test_train_tagger_cli_writes_the_tagger_files(tmp_path):
     assert main(args) == 0
     assert {p.name for p in out.iterdir()} == {"model.crfsuite", "tagger.json", "metrics.json"}
     assert main(["--quiet", "pii", "train-tagger", "--out", str(out), "tagger.records=0"]) == 2
+
+
+def test_the_tagger_labels_setting_keeps_only_those_labels():
+    class FakeTagger:
+        def predict(self, texts):
+            return [[Span("Ann", 0, 3, "FIRSTNAME"), Span("Paris", 4, 9, "CITY")] for _ in texts]
+
+    text = "Ann Paris 10.0.0.1"
+    everything = OfflineAnnotator("hybrid", FakeTagger())([text])[0]
+    names = OfflineAnnotator("hybrid", FakeTagger(), ["givenname"])([text])[0]
+    assert [s.label for s in everything] == ["FIRSTNAME", "CITY", "IPV4"]
+    assert [s.label for s in names] == ["FIRSTNAME", "IPV4"]  # aliases as the reader maps them
+    with pytest.raises(ValueError, match="needs a trained tagger"):
+        OfflineAnnotator("tagger")

@@ -287,6 +287,7 @@ def cmd_pii_generate(args: argparse.Namespace) -> int:
 def cmd_pii_train_tagger(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.pii.tagger import train_tagger
+
     cfg = load_config(args.config, args.overrides)
     out = Path(args.out)  # public data only: no PII in it, no special mode needed
     if out.exists() and not out.is_dir():

@@ -223,6 +223,9 @@ class SynthesisConfig:
         "hybrid (the learned tagger merged with the validated pattern detectors), tagger, "
         "pattern (detectors only) or llm (few-shot prompting; per-text fallback: hybrid)",
     )
+    tagger_labels: list[str] | None = _f(
+        None, "labels the tagger may mark in the hybrid/tagger annotators (null = all it knows)"
+    )
     annotator_eval_records: int = _f(300, "held-out generated records to score the annotator on")
     llm_model: str | None = _f(
         None, "llm annotator: a local causal LM directory, or the server's model name"

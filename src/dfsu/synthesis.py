@@ -247,7 +247,7 @@ def offline_annotator(cfg: RunConfig, run: Path, name: str) -> OfflineAnnotator:
         if cfg.tagger.path:
             raise DfsuError(f"tagger.path: {path} holds no trained tagger")
         train_tagger(cfg.tagger, path)
-    return OfflineAnnotator(name, Tagger.load(path))
+    return OfflineAnnotator(name, Tagger.load(path), cfg.synthesis.tagger_labels)
 
 
 def annotate(

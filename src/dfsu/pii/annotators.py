@@ -4,7 +4,8 @@
 - ``tagger``: the learned token classifier (every label, names included);
 - ``hybrid``: the tagger's spans merged with the detectors. Formats that a checksum or a
   strict grammar validates (cards, IBANs, IP and MAC addresses, e-mails, URLs, user agents,
-  bitcoin addresses) win where they overlap a tagger span; the tagger wins over the
+  bitcoin addresses) win where they overlap a tagger span, and a tagger card number or IBAN
+  must pass its checksum; the tagger wins over the
   context-only detectors (dates, phone numbers, ...), which fill in where it found nothing.
 """
 
@@ -17,8 +18,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dfsu.pii.detectors import detect
-from dfsu.pii.records import Span
+from dfsu.pii.detectors import detect, iban_ok, luhn_ok
+from dfsu.pii.records import Span, canonical_label
 
 OFFLINE = ("pattern", "tagger", "hybrid")
 VALIDATED = frozenset(
@@ -30,11 +31,22 @@ def _overlaps(a: Span, b: Span) -> bool:
     return a.start < b.end and b.start < a.end
 
 
+def _checksum_ok(span: Span) -> bool:
+    """A tagger span of a label with a checksum must pass it (a 15-digit number that fails
+    Luhn is no card number, whatever its context says)."""
+    digits = "".join(c for c in span.value if c.isalnum())
+    if span.label == "CREDITCARDNUMBER":
+        return digits.isdigit() and 12 <= len(digits) <= 19 and luhn_ok(digits)
+    if span.label == "IBAN":
+        return iban_ok(digits.upper())
+    return True
+
+
 def merge_hybrid(tagged: list[Span], patterns: list[Span]) -> list[Span]:
-    """Validated pattern spans, then tagger spans that overlap none of them, then the other
-    pattern spans that overlap nothing kept so far (pure)."""
+    """Validated pattern spans, then tagger spans that overlap none of them (and pass their
+    label's checksum), then the other pattern spans that overlap nothing kept so far (pure)."""
     kept = [p for p in patterns if p.label in VALIDATED]
-    kept += [t for t in tagged if not any(_overlaps(t, k) for k in kept)]
+    kept += [t for t in tagged if _checksum_ok(t) and not any(_overlaps(t, k) for k in kept)]
     weak = [p for p in patterns if p.label not in VALIDATED]
     kept += [p for p in weak if not any(_overlaps(p, k) for k in kept)]
     return sorted(kept, key=lambda s: s.start)
@@ -43,17 +55,20 @@ def merge_hybrid(tagged: list[Span], patterns: list[Span]) -> list[Span]:
 class OfflineAnnotator:
     """``annotator(texts) -> list of span lists`` for pattern, tagger or hybrid."""
 
-    def __init__(self, name: str, tagger: Any = None):
+    def __init__(self, name: str, tagger: Any = None, labels: list[str] | None = None):
         if name not in OFFLINE:
             raise ValueError(f"annotator {name!r} is not one of {', '.join(OFFLINE)}")
         if name != "pattern" and tagger is None:
             raise ValueError(f"the {name} annotator needs a trained tagger")
         self.name, self.tagger = name, tagger
+        self.labels = {canonical_label(x) for x in labels} if labels else None
 
     def __call__(self, texts: list[str]) -> list[list[Span]]:
         if self.name == "pattern":
             return [detect(t) for t in texts]
         tagged = self.tagger.predict(texts)
+        if self.labels is not None:
+            tagged = [[s for s in row if s.label in self.labels] for row in tagged]
         if self.name == "tagger":
             return tagged
         return [merge_hybrid(t, detect(x)) for t, x in zip(tagged, texts, strict=True)]
