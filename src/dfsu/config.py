@@ -223,8 +223,12 @@ class SynthesisConfig:
         "hybrid (the learned tagger merged with the validated pattern detectors), tagger, "
         "pattern (detectors only) or llm (few-shot prompting; per-text fallback: hybrid)",
     )
+    # Names and handles only by default: the detectors already cover the structured labels,
+    # and marking cities, streets, companies and job titles as well made ascent reach the
+    # perplexity bound early and forget less (tiny, seed 0: dfsu E-Hit 15.8 against 4.9).
     tagger_labels: list[str] | None = _f(
-        None, "labels the tagger may mark in the hybrid/tagger annotators (null = all it knows)"
+        ["FIRSTNAME", "LASTNAME", "USERNAME"],
+        "labels the tagger may mark in the hybrid/tagger annotators (null = every label)",
     )
     annotator_eval_records: int = _f(300, "held-out generated records to score the annotator on")
     llm_model: str | None = _f(
