@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from dfsu import __version__
 from dfsu.errors import DfsuError
@@ -25,18 +26,11 @@ def _add_config_args(p: argparse.ArgumentParser, default: str | None = "tiny") -
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="dfsu",
-        description="Data-free selective unlearning of memorized PII in causal language models.",
-    )
-    parser.add_argument("--version", action="version", version=f"dfsu {__version__}")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars or chatter")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    pii = sub.add_parser("pii", help="inspect or generate PII record files").add_subparsers(
-        dest="pii_command", required=True
-    )
+def _add_pii_parsers(sub: Any) -> None:
+    """`dfsu pii ...`: record files, the tagger and detection."""
+    pii = sub.add_parser(
+        "pii", help="PII record files: inspect, generate, train the tagger, detect"
+    ).add_subparsers(dest="pii_command", required=True)
     inspect = pii.add_parser("inspect", help="what an AI4Privacy-style file holds")
     inspect.add_argument("file", help="JSONL, JSON, parquet file or a datasets directory")
     inspect.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -67,8 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
     det.add_argument("--json", action="store_true", help="one JSON object on stdout")
     det.add_argument("--out", default=None, help="write the spans per row to this JSONL (0600)")
     det.add_argument(
-        "--show-pii", action="store_true", help="span values in --json/--out (default: offsets)"
+        "--show-pii", action="store_true", help="span values in --out (default: <LABEL>)"
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dfsu",
+        description="Data-free selective unlearning of memorized PII in causal language models.",
+    )
+    parser.add_argument("--version", action="version", version=f"dfsu {__version__}")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or chatter")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    _add_pii_parsers(sub)
 
     corpus = sub.add_parser("build-corpus", help="records + general corpus + injection -> RUN/data")
     _add_config_args(corpus)
