@@ -234,3 +234,17 @@ def test_the_tagger_labels_setting_keeps_only_those_labels():
     assert [s.label for s in names] == ["FIRSTNAME", "IPV4"]  # aliases as the reader maps them
     with pytest.raises(ValueError, match="needs a trained tagger"):
         OfflineAnnotator("tagger")
+
+
+def test_label_table_shades_each_cell_by_the_share_hit():
+    from dfsu.report import label_table
+
+    rows = [
+        {"method": "original", "E_Hit_by_label": {"CITY": {"hit": 2, "total": 2, "pct": 100.0}}},
+        {"method": "dfsu", "E_Hit_by_label": {"CITY": {"hit": 0, "total": 2, "pct": 0.0}}},
+        {"method": "old"},
+    ]
+    page = label_table(rows)
+    assert "<th>CITY</th>" in page and "rgba(220,60,40,0.60)" in page and "0/2" in page
+    assert page.count("<tr>") == 4 and "<td>–</td>" in page
+    assert label_table([{"method": "x"}]) == ""

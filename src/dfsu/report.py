@@ -40,6 +40,30 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return f"<table><tr><th>method</th>{head}</tr>{''.join(body)}</table>"
 
 
+def label_table(rows: list[dict[str, Any]]) -> str:
+    """E-Hit per label: rows x labels, each cell hits/entities, shaded by the share hit."""
+    labels = sorted({label for r in rows for label in r.get("E_Hit_by_label") or {}})
+    if not labels:
+        return ""
+    head = "".join(f"<th>{html.escape(x)}</th>" for x in labels)
+    body = []
+    for row in rows:
+        by = row.get("E_Hit_by_label") or {}
+        cells = []
+        for label in labels:
+            v = by.get(label)
+            if v is None:
+                cells.append("<td>–</td>")
+                continue
+            alpha = v["pct"] / 100 * 0.6
+            cells.append(
+                f'<td style="background:rgba(220,60,40,{alpha:.2f})" title="{v["pct"]:.1f}%">'
+                f"{v['hit']}/{v['total']}</td>"
+            )
+        body.append(f"<tr><td>{html.escape(row['method'])}</td>{''.join(cells)}</tr>")
+    return f"<table><tr><th>method</th>{head}</tr>{''.join(body)}</table>"
+
+
 def _scatter(
     points: list[tuple[str, float, float]],
     xlabel: str,
@@ -157,6 +181,8 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
         _table(rows),
         "<p class=muted>Metrics in percent except perplexity; 95% bootstrap intervals.</p>",
         _best_line(payload.get("best_data_free")),
+        "<h3>E-Hit by label (entities reproduced / entities)</h3>",
+        label_table(rows),
         "<h2>Privacy and utility</h2>",
         _scatter(points, "held-out perplexity", "E-Hit (%)"),
         "<h3>Training trajectories (every check)</h3>",
