@@ -219,6 +219,9 @@ def test_train_tagger_cli_writes_the_tagger_files(tmp_path):
     ]
     assert main(args) == 0
     assert {p.name for p in out.iterdir()} == {"model.crfsuite", "tagger.json", "metrics.json"}
+    again = tmp_path / "again"
+    assert main([*args[:4], str(again), *args[5:]]) == 0  # one command, the same tagger
+    assert (again / "model.crfsuite").read_bytes() == (out / "model.crfsuite").read_bytes()
     assert main(["--quiet", "pii", "train-tagger", "--out", str(out), "tagger.records=0"]) == 2
 
 
