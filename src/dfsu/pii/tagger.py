@@ -14,8 +14,8 @@ names); the CRF's transitions keep spans whole and its shape features transfer t
 it never saw (README, "The PII tagger").
 
 Tags are IO (the label, or O), not BIO: a CRF's cost grows with the square of its tag set,
-and with every reader label BIO doubles it (about 4x the training time for the same F1,
-measured); two entities of one label side by side with nothing between them, the one case
+and with every reader label BIO doubles it (measured: 1.04 s against 0.55 s per L-BFGS
+iteration, the same held-out F1, 0.945 against 0.947); two entities of one label side by side with nothing between them, the one case
 IO cannot separate, do not occur in the shapes it reads.
 
 ``train_tagger(tc, out)`` trains and saves it whole (``model.crfsuite``, crfsuite's own
@@ -26,6 +26,7 @@ data format: no code is loaded from it) with tagger.json and metrics.json;
 from __future__ import annotations
 
 import json
+import random
 import re
 import time
 from dataclasses import asdict
@@ -38,7 +39,6 @@ from dfsu.pii.records import PiiRecord, Span
 from dfsu.rundir import atomic_write_json, staged_dir
 from dfsu.ui import info
 
-TAGGER_FILES = ("model.crfsuite", "tagger.json", "metrics.json")
 FORMAT = 1
 
 # Words: runs of non-space characters, with leading and trailing brackets, quotes and
@@ -188,8 +188,6 @@ class Tagger:
 
 def training_records(tc: TaggerConfig) -> tuple[list[PiiRecord], list[PiiRecord]]:
     """(training records, held-out-shape records): public synthetic PII only."""
-    import random
-
     from dfsu.pii.reader import load_records
     from dfsu.pii.tagger_data import (
         HELDOUT_SHAPES,
