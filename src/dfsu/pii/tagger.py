@@ -15,8 +15,9 @@ it never saw (README, "The PII tagger").
 
 Tags are IO (the label, or O), not BIO: a CRF's cost grows with the square of its tag set,
 and with every reader label BIO doubles it (measured: 1.04 s against 0.55 s per L-BFGS
-iteration, the same held-out F1, 0.945 against 0.947); two entities of one label side by side with nothing between them, the one case
-IO cannot separate, do not occur in the shapes it reads.
+iteration, the same held-out F1, 0.945 against 0.947); two entities of one label side by
+side with nothing between them, the one case IO cannot separate, do not occur in the shapes
+it reads.
 
 ``train_tagger(tc, out)`` trains and saves it whole (``model.crfsuite``, crfsuite's own
 data format: no code is loaded from it) with tagger.json and metrics.json;
