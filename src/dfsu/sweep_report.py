@@ -6,7 +6,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from dfsu.report import CSS, _scatter
+from dfsu.report import CSS, _scatter, label_table
 from dfsu.rundir import atomic_write_text
 
 COLUMNS = ("ERR", "E_Hit", "PPL", "NLI_acc")
@@ -31,6 +31,7 @@ def sweep_rows(payload: dict[str, Any]) -> list[dict[str, Any]]:
             if original and row.get("NLI_acc") is not None and original.get("NLI_acc") is not None:
                 entry["nli_drop"] = original["NLI_acc"] - row["NLI_acc"]
             entry["checks"] = row.get("checks") or []
+            entry["E_Hit_by_label"] = row.get("E_Hit_by_label")
             flat.append(entry)
     return flat
 
@@ -81,6 +82,8 @@ def write_sweep_report(out: Path, payload: dict[str, Any]) -> Path:
         f"<table><tr>{head}</tr>{''.join(body)}</table>",
         "<p class=muted>Metrics in percent; PPL +% and NLI drop against the same point's "
         "original model.</p>",
+        "<h3>E-Hit by label (entities reproduced / entities)</h3>",
+        label_table([dict(e, method=_label(e)) for e in flat]),
         "<h2>Privacy against utility</h2>",
         _scatter(pareto, "perplexity increase (%)", "E-Hit (%)"),
         _scatter(nli, "NLI accuracy drop (points)", "E-Hit (%)"),
