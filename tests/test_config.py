@@ -57,3 +57,22 @@ def test_missing_config_file_is_an_error(tmp_path):
     bad.write_text("- just\n- a list\n")
     with pytest.raises(DfsuError, match="top level must be a mapping"):
         load_config(str(bad))
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("evaluation.temperature=-1", "evaluation.temperature"),
+        ("evaluation.temperature=.inf", "evaluation.temperature"),
+        ("evaluation.top_k=-1", "evaluation.top_k"),
+        ("unlearning.lora_dropout=2", "unlearning.lora_dropout"),
+        ("unlearning.batch_size=0", "unlearning.batch_size"),
+        ("unlearning.max_steps=-1", "unlearning.max_steps"),
+        ("unlearning.beta=.inf", "unlearning.alpha/beta/retain_weight"),
+        ("unlearning.beta=.nan", "unlearning.alpha/beta/retain_weight"),
+        ("seed=-1", "seed"),
+    ],
+)
+def test_out_of_range_values_are_refused_with_their_key(override, key):
+    with pytest.raises(DfsuError, match=f"config: {key}"):
+        load_config("tiny", [override])

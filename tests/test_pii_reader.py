@@ -55,7 +55,7 @@ def test_rejections_name_the_line_and_reason(tmp_path):
     lines = {r.line: r.reason for r in result.rejected}
     assert set(lines) == {2, 3, 4, 5}
     assert "not valid JSON" in lines[2]
-    assert "'Mail' in the text, not 'anna'" in lines[3]
+    assert "span X [0:4]: the text there differs" in lines[3] and "anna" not in lines[3]
     assert "not an object" in lines[4]
     assert "source_text" in lines[5]
 
@@ -111,3 +111,43 @@ def test_inspect_of_missing_file_is_one_line_error(tmp_path, capsys):
     assert main(["pii", "inspect", str(tmp_path / "nope.jsonl")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nope.jsonl" in err[0] and "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize(
+    "mask, reason",
+    [
+        ([{"value": "Mail", "start": 0.0, "end": 4, "label": "X"}], "non-integer start/end"),
+        ([{"value": "Mail", "start": 0, "end": 3.9, "label": "X"}], "non-integer start/end"),
+        ([{"value": "Mail", "start": "0", "end": 4, "label": "X"}], "non-integer start/end"),
+        ([{"value": "Mail", "start": True, "end": 4, "label": "X"}], "non-integer start/end"),
+        ([{"value": "Mail", "start": 0, "end": 4, "label": ""}], "non-empty string"),
+        ([{"value": "Mail", "start": 0, "end": 4, "label": ["x"]}], "non-empty string"),
+        ([{"value": 5, "start": 0, "end": 4, "label": "X"}], "value that is not a string"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_bad_spans_are_rejected_rows_not_guesses(tmp_path, mask, reason):
+    path = write_jsonl(tmp_path / "bad.jsonl", [GOOD, dict(GOOD, privacy_mask=mask)])
+    result = read_pii_file(path)
+    assert len(result.records) == 1 and [r.line for r in result.rejected] == [2]
+    assert reason in result.rejected[0].reason
+
+
+def test_huge_offsets_and_non_utf8_files_are_one_line_errors(tmp_path, capsys):
+    path = tmp_path / "big.jsonl"
+    bad = json.dumps(GOOD).replace('"start": 5', '"start": 1e999')
+    path.write_text(json.dumps(GOOD) + "\n" + bad + "\n")
+    result = read_pii_file(path)  # one rejected row, not an aborted file
+    assert len(result.records) == 1 and "non-integer" in result.rejected[0].reason
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(json.dumps(GOOD).encode() + b"\n" + "caf\u00e9\n".encode("latin-1"))
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(bytes(range(256)) * 4)
+    for bad_file, where in ((latin, "line 2: not UTF-8"), (binary, "not UTF-8")):
+        assert main(["pii", "inspect", str(bad_file)]) == 2
+        err = capsys.readouterr().err
+        assert where in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    only_latin = tmp_path / "gens.jsonl"
+    only_latin.write_bytes("caf\u00e9\n".encode("latin-1"))
+    assert main(["score", str(only_latin)]) == 2
+    assert "line 1: not UTF-8" in capsys.readouterr().err

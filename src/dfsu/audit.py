@@ -39,7 +39,11 @@ def read_prompts(path: str | Path) -> list[str]:
                 raise DfsuError(f"{path}: line {number}: needs a string 'prompt'")
             prompts.append(row["prompt"])
     else:
-        for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise DfsuError(f"{path}: not UTF-8 text") from None
+        for line in text.splitlines():
             if line.strip() and not line.lstrip().startswith("#"):
                 prompts.append(line.rstrip())
     if not prompts:

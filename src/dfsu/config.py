@@ -8,6 +8,7 @@ Unknown keys and values of the wrong type are errors that name the key.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -313,8 +314,23 @@ class UnlearnConfig:
             "must be mlp, attention or full",
         )
         _check(self.lora_r > 0, "unlearning.lora_r", "must be > 0")
-        _check(self.alpha >= 0 and self.beta >= 0, "unlearning.alpha/beta", "must be >= 0")
-        _check(self.lr > 0 and self.epochs > 0, "unlearning.lr/epochs", "must be > 0")
+        _check(
+            all(math.isfinite(x) and x >= 0 for x in (self.alpha, self.beta, self.retain_weight)),
+            "unlearning.alpha/beta/retain_weight",
+            "must be finite and >= 0",
+        )
+        _check(
+            math.isfinite(self.lr) and self.lr > 0 and self.epochs > 0,
+            "unlearning.lr/epochs",
+            "must be finite and > 0",
+        )
+        _check(0 <= self.lora_dropout < 1, "unlearning.lora_dropout", "must be in [0, 1)")
+        _check(
+            self.batch_size > 0 and self.micro_batch_size > 0,
+            "unlearning.batch_size/micro_batch_size",
+            "must be > 0",
+        )
+        _check(self.max_steps is None or self.max_steps > 0, "unlearning.max_steps", "must be > 0")
         _check(
             self.batch_size % self.micro_batch_size == 0,
             "unlearning.batch_size",
@@ -344,6 +360,12 @@ class EvalConfig:
         )
         _check(ok, "evaluation.prefix", "must be 'first_entity' or 'tokens:N'")
         _check(0 < self.top_p <= 1, "evaluation.top_p", "must be in (0, 1]")
+        _check(
+            math.isfinite(self.temperature) and self.temperature > 0,
+            "evaluation.temperature",
+            "must be finite and > 0",
+        )
+        _check(self.top_k >= 0, "evaluation.top_k", "must be >= 0 (0 = no top-k)")
         _check(self.num_samples > 0, "evaluation.num_samples", "must be > 0")
 
 
@@ -362,6 +384,9 @@ class RunConfig:
     )
     unlearning: UnlearnConfig = field(default_factory=UnlearnConfig, metadata={"help": "stage 3"})
     evaluation: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "metrics"})
+
+    def __post_init__(self) -> None:
+        _check(self.seed >= 0, "seed", "must be >= 0")
 
 
 # --------------------------------------------------------------------------- loading

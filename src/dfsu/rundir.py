@@ -66,13 +66,20 @@ def staged_dir(final: Path) -> Iterator[Path]:
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for every non-blank line; bad JSON names its line."""
-    with Path(path).open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if line.strip():
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DfsuError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+    with Path(path).open("rb") as fh:  # bytes, so that a bad byte names its own line
+        for number, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DfsuError(f"{path}: line {number}: not UTF-8 text") from None
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DfsuError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise DfsuError(f"{path}: line {number}: JSON nested too deeply") from None
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -47,10 +47,12 @@ def _parse_mask(raw: Any) -> list[Any]:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
+        except RecursionError:
+            raise ValueError("privacy_mask is nested too deeply") from None
         except json.JSONDecodeError:
             try:
                 raw = ast.literal_eval(raw)
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                 raise ValueError(  # noqa: B904 - the reason is the message, not the chain
                     "privacy_mask is a string that is neither JSON nor a Python literal"
                 )
@@ -72,15 +74,15 @@ def parse_row(row: Any, number: int) -> PiiRecord:
     for i, item in enumerate(_parse_mask(row["privacy_mask"])):
         if not isinstance(item, dict) or not {"value", "start", "end", "label"} <= item.keys():
             raise ValueError(f"privacy_mask[{i}] lacks one of value/start/end/label")
-        try:
-            span = Span(
-                value=str(item["value"]),
-                start=int(item["start"]),
-                end=int(item["end"]),
-                label=canonical_label(str(item["label"])),
-            )
-        except (TypeError, ValueError):
-            raise ValueError(f"privacy_mask[{i}] has a non-integer start/end") from None
+        start, end, label = item["start"], item["end"], item["label"]
+        # Offsets must be JSON integers: 5.0, 3.9, "3" or 1e999 are errors, not guesses.
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (start, end)):
+            raise ValueError(f"privacy_mask[{i}] has a non-integer start/end")
+        if not isinstance(label, str) or not label.strip():
+            raise ValueError(f"privacy_mask[{i}] has a label that is not a non-empty string")
+        if not isinstance(item["value"], str):
+            raise ValueError(f"privacy_mask[{i}] has a value that is not a string")
+        span = Span(value=item["value"], start=start, end=end, label=canonical_label(label))
         problem = span_problem(text, span)
         if problem:
             raise ValueError(f"privacy_mask[{i}]: {problem}")
@@ -91,14 +93,20 @@ def parse_row(row: Any, number: int) -> PiiRecord:
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
+    with path.open("rb") as fh:  # bytes, so that a bad byte names its own line
+        for number, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DfsuError(f"{path}: line {number}: not UTF-8 text") from None
             if not line.strip():
                 continue
             try:
                 yield number, json.loads(line)
             except json.JSONDecodeError as exc:
                 yield number, ValueError(f"not valid JSON ({exc.msg})")
+            except RecursionError:
+                yield number, ValueError("JSON nested too deeply")
 
 
 def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
@@ -123,9 +131,14 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
     if suffix in (".jsonl", ".ndjson"):
         yield from _iter_jsonl(path)
     elif suffix == ".json":
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise DfsuError(f"{path}: not UTF-8 text") from None
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise DfsuError(f"{path}: JSON nested too deeply") from None
         except json.JSONDecodeError:
             yield from _iter_jsonl(path)  # JSON Lines under a .json name
             return
