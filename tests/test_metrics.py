@@ -53,7 +53,7 @@ def test_score_cli_json_and_bad_lines(tmp_path, capsys):
         {
             "prefix": s.prefix,
             "suffix": s.suffix,
-            "entities": list(s.entities),
+            "entities": [e for e in s.entities if e in s.suffix],
             "generations": list(s.generations),
         }
         for s in (A, B)
@@ -69,9 +69,41 @@ def test_score_cli_json_and_bad_lines(tmp_path, capsys):
     assert "line 2: 'suffix' must be a string" in err and "Traceback" not in err
 
 
-def test_redaction_leaves_longer_words_and_numbers_alone():
-    assert redact_text("Ticket #29601 at 60 Main", ["60"]) == "Ticket #29601 at 6• Main"
+def test_redaction_masks_every_occurrence_even_glued_to_other_characters():
     assert redact_text("mail a@b.org.", ["a@b.org"]) == "mail a@b.•••."
+    value = "DE44500105175407324931"
+    out = redact_text(f"IBAN{value}x and ({value})", [value])
+    assert value not in out and out.count(mask_value(value)) == 2
+    # a short value inside a longer number is masked too: over-masking is the safe side
+    assert redact_text("Ticket #29601 at 60 Main", ["60"]) == "Ticket #296•1 at 6• Main"
+
+
+def test_score_refuses_empty_and_out_of_suffix_entities_and_leaves_undefined_metrics_null(
+    tmp_path, capsys
+):
+    path = tmp_path / "g.jsonl"
+    row = {"prefix": "p", "suffix": "Ann Lee", "entities": ["Ann"], "generations": ["Ann"]}
+    for entities, reason in (([""], "entities[0] is empty"), (["Bob"], "not in the suffix")):
+        path.write_text(json.dumps(dict(row, entities=entities)) + "\n")
+        assert main(["score", str(path)]) == 2
+        assert reason in capsys.readouterr().err
+    path.write_text(json.dumps(dict(row, entities=[])) + "\n")
+    assert main(["score", str(path), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["E_Hit"] is None and got["S_Exp"] is None and got["ci"]["E_Hit"] is None
+    assert got["ERR"] == 0.0 and got["ci"]["ERR"] == [0.0, 0.0]
+    assert main(["score", str(path)]) == 0
+    assert "E_Hit undefined (no entity)" in capsys.readouterr().out
+
+
+def test_bootstrap_in_chunks_draws_the_same_intervals():
+    samples = [
+        Sample("p", f"s{i}", (f"s{i}",) if i % 3 else (), (f"s{i}" if i % 2 else "x",))
+        for i in range(50)
+    ]
+    assert bootstrap_ci(samples, n_boot=200, seed=1, max_cells=7) == bootstrap_ci(
+        samples, n_boot=200, seed=1
+    )
 
 
 def test_e_hit_by_label_on_a_hand_made_case():

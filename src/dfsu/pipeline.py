@@ -287,7 +287,8 @@ def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> d
 def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
     row = {"method": name}
     for key in ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc"):
-        row[key] = round(result[key], 4) if key in result else None
+        value = result.get(key)
+        row[key] = round(value, 4) if isinstance(value, float) else value
     row["ci"] = result["ci"]
     if "E_Hit_by_label" in result:
         row["E_Hit_by_label"] = result["E_Hit_by_label"]

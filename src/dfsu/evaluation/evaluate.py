@@ -47,6 +47,11 @@ def _score_row_problem(row: Any) -> str | None:
             return f"'{key}' must be a list of strings"
     if not row["generations"]:
         return "'generations' is empty"
+    for i, entity in enumerate(row["entities"]):
+        if not entity.strip():
+            return f"entities[{i}] is empty"
+        if entity not in row["suffix"]:
+            return f"entities[{i}] is not in the suffix (only the suffix's entities are scored)"
     return None
 
 
@@ -191,6 +196,9 @@ def metric_line(result: dict[str, Any]) -> str:
     """`ERR 12.0 [8.1, 16.0]  FRS ...` for the terminal."""
     parts = []
     for name in METRICS:
+        if result[name] is None:
+            parts.append(f"{name} undefined (no entity)")
+            continue
         lo, hi = result["ci"][name]
         parts.append(f"{name} {result[name]:.2f} [{lo:.2f}, {hi:.2f}]")
     return "  ".join(parts)

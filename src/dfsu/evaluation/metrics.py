@@ -60,38 +60,60 @@ def sample_counts(sample: Sample) -> np.ndarray:
 
 
 def _ratios(totals: np.ndarray) -> np.ndarray:
-    """Metrics (percent) from summed statistics; works on [..., 7] arrays."""
+    """Metrics (percent) from summed statistics; works on [..., 7] arrays. A metric whose
+    denominator is zero (S-Exp, E-Hit without any entity) is NaN: undefined, not 0."""
     with np.errstate(invalid="ignore", divide="ignore"):
         err = totals[..., 0] / totals[..., 2]
         frs = totals[..., 1] / totals[..., 2]
         s_exp = totals[..., 3] / totals[..., 4]
         e_hit = totals[..., 5] / totals[..., 6]
-    out = np.stack([err, frs, s_exp, e_hit], axis=-1) * 100.0
-    return np.nan_to_num(out, nan=0.0)
+    return np.stack([err, frs, s_exp, e_hit], axis=-1) * 100.0
 
 
-def score(samples: Sequence[Sample]) -> dict[str, float]:
-    """ERR, FRS, S_Exp, E_Hit in percent, and n (samples)."""
+def _defined(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
+def score(samples: Sequence[Sample]) -> dict[str, float | None]:
+    """ERR, FRS, S_Exp, E_Hit in percent (None when undefined: no entity), and n."""
     if not samples:
         raise ValueError("no samples to score")
     totals = np.sum([sample_counts(s) for s in samples], axis=0)
     values = _ratios(totals)
-    return {name: float(v) for name, v in zip(METRICS, values, strict=True)} | {"n": len(samples)}
+    return {name: _defined(v) for name, v in zip(METRICS, values, strict=True)} | {
+        "n": len(samples)
+    }
 
 
 def bootstrap_ci(
-    samples: Sequence[Sample], n_boot: int = 1000, seed: int = 0, level: float = 0.95
-) -> dict[str, list[float]]:
-    """Percentile bootstrap intervals (resampling samples) for every metric."""
+    samples: Sequence[Sample],
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    max_cells: int = 4_000_000,
+) -> dict[str, list[float] | None]:
+    """Percentile bootstrap intervals (resampling samples) for every metric (None when the
+    metric is undefined). Resamples are drawn in chunks of at most ``max_cells`` indices,
+    so memory stays bounded for large files; the draws are the same as in one block."""
     counts = np.stack([sample_counts(s) for s in samples])
+    n = len(samples)
     rng = np.random.default_rng(seed)
-    index = rng.integers(0, len(samples), size=(n_boot, len(samples)))
-    values = _ratios(counts[index].sum(axis=1))  # [n_boot, 4]
-    lo, hi = np.percentile(values, [(1 - level) / 2 * 100, (1 + level) / 2 * 100], axis=0)
-    return {
-        name: [round(float(a), 4), round(float(b), 4)]
-        for name, a, b in zip(METRICS, lo, hi, strict=True)
-    }
+    chunk = max(1, max_cells // n)
+    values = np.concatenate(
+        [
+            _ratios(counts[rng.integers(0, n, size=(min(chunk, n_boot - i), n))].sum(axis=1))
+            for i in range(0, n_boot, chunk)
+        ]
+    )  # [n_boot, 4]
+    out: dict[str, list[float] | None] = {}
+    for j, name in enumerate(METRICS):
+        column = values[:, j]
+        if np.isnan(column).all():
+            out[name] = None
+            continue
+        lo, hi = np.nanpercentile(column, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+        out[name] = [round(float(lo), 4), round(float(hi), 4)]
+    return out
 
 
 def e_hit_by_label(
