@@ -19,7 +19,7 @@ from typing import Any
 
 from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
-from dfsu.rundir import atomic_write_json, create_run_dir, save_config
+from dfsu.rundir import atomic_write_json, create_run_dir, read_manifest, save_config
 from dfsu.ui import info
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
@@ -61,7 +61,7 @@ class Stages:
         self.timings: dict[str, float] = {}
 
     def _manifest(self) -> dict[str, Any]:
-        return json.loads(self.path.read_text()) if self.path.is_file() else {"stages": {}}
+        return read_manifest(self.path)
 
     def __call__(self, name: str, key: str, outputs: list[Path], fn: Callable[[], Any]) -> str:
         entry = self._manifest().get("pipeline", {}).get(name, {})

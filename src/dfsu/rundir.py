@@ -100,10 +100,28 @@ def save_config(run: Path, cfg: RunConfig) -> None:
     atomic_write_text(run / "config.yaml", dump_config(cfg))
 
 
+def read_manifest(path: Path) -> dict[str, Any]:
+    """RUN/manifest.json as a dict ({} when absent); a damaged one is a one-line error."""
+    if not path.is_file():
+        return {}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        manifest = None
+    if not isinstance(manifest, dict) or not all(
+        isinstance(manifest.get(k, {}), dict) for k in ("stages", "pipeline")
+    ):
+        raise DfsuError(
+            f"{path}: damaged (not a manifest object); remove it to redo every stage"
+        )
+    return manifest
+
+
 def record_stage(run: Path, stage: str, inputs: dict[str, str], seconds: float) -> None:
     """Mark a stage done in RUN/manifest.json with the hashes of its inputs and its wall time."""
     path = run / "manifest.json"
-    manifest = json.loads(path.read_text()) if path.is_file() else {"stages": {}}
+    manifest = read_manifest(path)
+    manifest.setdefault("stages", {})
     manifest["stages"][stage] = {
         "status": "done",
         "inputs": inputs,

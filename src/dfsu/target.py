@@ -111,6 +111,10 @@ def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[A
         ) from None
     except OSError as exc:
         raise DfsuError(f"{path}: weights not loadable ({str(exc).splitlines()[0]})") from None
+    except Exception as exc:  # safetensors raises its own error type for a damaged file
+        if type(exc).__name__ != "SafetensorError":
+            raise
+        raise DfsuError(f"{path}: weights damaged or truncated ({exc})") from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:

@@ -90,7 +90,7 @@ def bootstrap_ci(
     n_boot: int = 1000,
     seed: int = 0,
     level: float = 0.95,
-    max_cells: int = 4_000_000,
+    max_cells: int = 1_000_000,
 ) -> dict[str, list[float] | None]:
     """Percentile bootstrap intervals (resampling samples) for every metric (None when the
     metric is undefined). Resamples are drawn in chunks of at most ``max_cells`` indices,

@@ -1,0 +1,42 @@
+"""Bad input a new user or an attacker tries: one-line errors, nothing silently mis-read."""
+
+import json
+import shutil
+
+import pytest
+from conftest import MICRO
+
+from dfsu.cli import main
+
+
+@pytest.mark.parametrize("content", ['{"pipeline": {"corp', "[]", '{"pipeline": 3}'])
+def test_a_damaged_manifest_is_a_one_line_error(tmp_path, capsys, content):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text(content)
+    assert main(["--quiet", "run", "tiny", "--out", str(run), "--rows", "original", *MICRO]) == 2
+    err = capsys.readouterr().err
+    assert "manifest.json: damaged" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_truncated_weights_are_a_one_line_error(trained_micro_run, tmp_path, capsys):
+    _, original = trained_micro_run
+    model = tmp_path / "model"
+    shutil.copytree(original / "target", model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    out = tmp_path / "e.json"
+    args = ["--quiet", "evaluate", "--model", str(model), "--run", str(original), "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert ("damaged or truncated" in err or "not loadable" in err) and str(model) in err
+    assert err.startswith("dfsu: error:") and "Traceback" not in err and not out.exists()
+
+
+def test_the_manifest_reader_accepts_what_the_pipeline_writes(tmp_path):
+    from dfsu.rundir import read_manifest, record_stage
+
+    assert read_manifest(tmp_path / "manifest.json") == {}
+    record_stage(tmp_path, "corpus", {"x": "1"}, 1.0)
+    assert json.loads((tmp_path / "manifest.json").read_text())["stages"]["corpus"]["status"]
