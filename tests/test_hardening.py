@@ -40,3 +40,19 @@ def test_the_manifest_reader_accepts_what_the_pipeline_writes(tmp_path):
     assert read_manifest(tmp_path / "manifest.json") == {}
     record_stage(tmp_path, "corpus", {"x": "1"}, 1.0)
     assert json.loads((tmp_path / "manifest.json").read_text())["stages"]["corpus"]["status"]
+
+
+def test_annotate_can_target_a_source_of_a_dfsu_run(trained_micro_run, tmp_path, capsys):
+    _, original = trained_micro_run
+    run = tmp_path / "run"
+    shutil.copytree(original, run)
+    assert main(["--quiet", "annotate", "--run", str(run), "--source", "self"]) == 2
+    assert "pseudo/self: no texts.jsonl" in capsys.readouterr().err
+    texts = run / "pseudo" / "self" / "texts.jsonl"
+    texts.parent.mkdir(parents=True)
+    texts.write_text(json.dumps({"text": "Login from 10.0.0.1 by user zorvak88."}) + "\n")
+    args = ["--quiet", "annotate", "--run", str(run), "--source", "self", "--annotator", "pattern"]
+    assert main(args) == 0
+    row = json.loads((texts.parent / "pseudo.jsonl").read_text())
+    assert [s["label"] for s in row["spans"]] == ["IPV4", "USERNAME"]
+    assert not (run / "pseudo" / "pseudo.jsonl").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["hybrid", "tagger", "pattern", "llm"],
         default=None,
         help="default: synthesis.annotator of the run's config (hybrid)",
+    )
+    ann.add_argument(
+        "--source",
+        choices=["inversion", "self", "free", "candidates"],
+        default=None,
+        help="annotate RUN/pseudo/<source>/ (a `dfsu run` directory); default: RUN/pseudo/",
     )
     ann.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server, .../v1")
     ann.add_argument("--llm-model", default=None, help="server model name or local LM path")
@@ -330,8 +337,6 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
         for spans in result.pop("spans")
     ]
     if args.out:
-        import os
-
         from dfsu.rundir import atomic_write_jsonl
 
         atomic_write_jsonl(Path(args.out), ({"row": i, "spans": r} for i, r in enumerate(rows)))
@@ -522,7 +527,12 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         extra.append(f"synthesis.llm_base_url={args.llm_base_url}")
     if args.llm_model:
         extra.append(f"synthesis.llm_model={args.llm_model}")
-    out = annotate(_run_config(run, extra), run, args.annotator)
+    pseudo = None
+    if args.source:
+        pseudo = run / "pseudo" / args.source
+        if not (pseudo / "texts.jsonl").is_file():
+            raise DfsuError(f"{pseudo}: no texts.jsonl (synthesize that source first)")
+    out = annotate(_run_config(run, extra), run, args.annotator, pseudo)
     report = json.loads((out.parent / "annotator_eval.json").read_text())
     llm = report.get("llm_counts")
     llm_line = (
@@ -769,6 +779,8 @@ def main(argv: list[str] | None = None) -> int:
     from dfsu.ui import set_quiet
 
     set_quiet(args.quiet)
+    # Everything dfsu writes (run directories, generations, reports) may hold PII: owner-only.
+    os.umask(0o077)
     if args.command == "pii":
         handler = {
             "inspect": cmd_pii_inspect,

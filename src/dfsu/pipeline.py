@@ -19,7 +19,13 @@ from typing import Any
 
 from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
-from dfsu.rundir import atomic_write_json, create_run_dir, read_manifest, save_config
+from dfsu.rundir import (
+    atomic_write_json,
+    create_run_dir,
+    owner_only,
+    read_manifest,
+    save_config,
+)
 from dfsu.ui import info
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
@@ -230,6 +236,7 @@ def run_pipeline(
     }
     atomic_write_json(run / "results.json", payload)
     write_report(run, payload, show_pii=show_pii)
+    owner_only(run)
     return payload
 
 

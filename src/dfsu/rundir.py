@@ -27,6 +27,15 @@ def create_run_dir(path: str | Path) -> Path:
     return path
 
 
+def owner_only(root: Path) -> None:
+    """Make every directory (0700) and file (0600) under ``root`` owner-only: a run holds PII,
+    and libraries (tokenizers, PEFT) write their files with the process umask."""
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        os.chmod(path, 0o700 if path.is_dir() else 0o600)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write a file via a temporary sibling and a rename, so readers never see half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,9 +120,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or not all(
         isinstance(manifest.get(k, {}), dict) for k in ("stages", "pipeline")
     ):
-        raise DfsuError(
-            f"{path}: damaged (not a manifest object); remove it to redo every stage"
-        )
+        raise DfsuError(f"{path}: damaged (not a manifest object); remove it to redo every stage")
     return manifest
 
 
