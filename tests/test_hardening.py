@@ -56,3 +56,32 @@ def test_annotate_can_target_a_source_of_a_dfsu_run(trained_micro_run, tmp_path,
     row = json.loads((texts.parent / "pseudo.jsonl").read_text())
     assert [s["label"] for s in row["spans"]] == ["IPV4", "USERNAME"]
     assert not (run / "pseudo" / "pseudo.jsonl").exists()
+
+
+def test_the_llm_annotator_stops_asking_a_dead_server():
+    from dfsu.pii.llm import LLMAnnotator
+
+    calls = []
+
+    def dead(prompt):
+        calls.append(prompt)
+        raise ConnectionError("refused")
+
+    annotator = LLMAnnotator(dead, shots=0, max_failures=3)
+    results = [annotator(f"from 10.0.0.{i}") for i in range(10)]
+    assert len(calls) == 3  # then it is not asked again
+    assert all(who == "pattern-fallback" for _, who, _ in results)
+    assert [s.value for s in results[9][0]] == ["10.0.0.9"]
+    assert results[9][2] == "not asked: 3 requests in a row failed"
+    assert annotator.counts["fallback"] == 10 and annotator.counts["gave_up"] == 1
+    answers = iter([ConnectionError("x"), ConnectionError("y"), "[]", ConnectionError("z")])
+
+    def flaky(prompt):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    annotator = LLMAnnotator(flaky, shots=0, max_failures=3)
+    [annotator(t) for t in ("a", "b", "c", "d")]  # a success resets the count
+    assert annotator.gave_up is None and annotator.counts["llm"] == 1

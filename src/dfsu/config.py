@@ -242,7 +242,10 @@ class SynthesisConfig:
     llm_shots: int = _f(3, "worked examples in the few-shot prompt")
     llm_max_tokens: int = _f(256, "most tokens the annotator may answer with")
     llm_timeout: float = _f(60.0, "seconds before a server request is given up")
-    llm_retries: int = _f(2, "retries of a failed server request (then: pattern fallback)")
+    llm_retries: int = _f(2, "retries of a failed server request (then: the hybrid fallback)")
+    llm_max_failures: int = _f(
+        3, "failed requests in a row after which the server is not asked again (0 = never)"
+    )
 
     def __post_init__(self) -> None:
         _check(
@@ -259,7 +262,11 @@ class SynthesisConfig:
         _check(self.swaps_per_template > 0, "synthesis.swaps_per_template", "must be > 0")
         _check(self.outputs_per_candidate > 0, "synthesis.outputs_per_candidate", "must be > 0")
         _check(self.llm_api in ("completions", "chat"), "synthesis.llm_api", "completions or chat")
-        _check(self.llm_shots >= 0 and self.llm_retries >= 0, "synthesis.llm_*", "must be >= 0")
+        _check(
+            min(self.llm_shots, self.llm_retries, self.llm_max_failures) >= 0,
+            "synthesis.llm_*",
+            "must be >= 0",
+        )
 
 
 @dataclass

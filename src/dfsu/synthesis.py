@@ -228,7 +228,9 @@ def make_llm_annotator(cfg: RunConfig, fallback: Any = None) -> Any:
             "--annotator llm: set synthesis.llm_base_url (a server) or "
             "synthesis.llm_model (a local causal LM directory)"
         )
-    return LLMAnnotator(backend, shots=sc.llm_shots, fallback=fallback)
+    return LLMAnnotator(
+        backend, shots=sc.llm_shots, fallback=fallback, max_failures=sc.llm_max_failures
+    )
 
 
 def tagger_dir(cfg: RunConfig, run: Path) -> Path:

@@ -165,13 +165,24 @@ class LLMAnnotator:
     )
     # The offline annotator a text falls back to (text -> spans); None: the pattern detectors.
     fallback: Any = None
+    # After this many failed requests in a row the server is not asked again (0 = never give up).
+    max_failures: int = 3
+    failures_in_a_row: int = 0
+    gave_up: str | None = None
 
     def __call__(self, text: str) -> tuple[list[Span], str, str | None]:
         """(spans, who annotated, why it fell back or None)."""
+        if self.gave_up:
+            return self._fallback(text, self.gave_up)
         try:
             answer = self.backend(build_prompt(text, self.shots))
         except ConnectionError as exc:
+            self.failures_in_a_row += 1
+            if self.max_failures and self.failures_in_a_row >= self.max_failures:
+                self.gave_up = f"not asked: {self.failures_in_a_row} requests in a row failed"
+                self.counts["gave_up"] = 1
             return self._fallback(text, f"request failed: {exc}")
+        self.failures_in_a_row = 0
         entities = parse_entities(answer)
         if entities is None:
             return self._fallback(text, "answer is not a JSON list of {value, label}")
