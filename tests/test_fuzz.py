@@ -1,0 +1,89 @@
+"""Arbitrary JSON never makes the record reader or the scorer raise anything but the
+project's one-line error (a rejected row, or DfsuError)."""
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dfsu.errors import DfsuError
+from dfsu.evaluation.evaluate import read_score_file, score_samples
+from dfsu.pii.reader import parse_row, read_pii_file
+from dfsu.pii.records import PiiRecord
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+span = (
+    st.fixed_dictionaries({"value": values, "start": values, "end": values, "label": values})
+    | values
+)
+row = (
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "id": values,
+            "source_text": st.text(max_size=40) | values,
+            "text": values,
+            "privacy_mask": st.lists(span, max_size=4) | st.text(max_size=40) | values,
+        },
+    )
+    | values
+)
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FUZZ
+@given(row)
+def test_parse_row_returns_a_record_or_a_reason(raw):
+    try:
+        record = parse_row(raw, 1)
+    except ValueError as exc:
+        assert str(exc)
+        return
+    assert isinstance(record, PiiRecord)
+    assert all(record.text[s.start : s.end] == s.value for s in record.spans)
+
+
+@FUZZ
+@given(st.lists(row, min_size=1, max_size=5))
+def test_reading_a_file_of_arbitrary_rows(tmp_path_factory, rows):
+    path = tmp_path_factory.mktemp("fuzz") / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    try:
+        result = read_pii_file(path)
+    except DfsuError:
+        return
+    assert len(result.records) + len(result.rejected) == len(rows)
+
+
+score_row = (
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "prefix": st.text(max_size=10) | values,
+            "suffix": st.text(max_size=20) | values,
+            "entities": st.lists(st.text(max_size=6), max_size=3) | values,
+            "generations": st.lists(st.text(max_size=20), max_size=3) | values,
+        },
+    )
+    | values
+)
+
+
+@FUZZ
+@given(st.lists(score_row, min_size=1, max_size=5))
+def test_scoring_a_file_of_arbitrary_rows(tmp_path_factory, rows):
+    path = tmp_path_factory.mktemp("fuzz") / "gens.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    try:
+        result = score_samples(read_score_file(path))
+    except DfsuError:
+        return
+    for name in ("ERR", "FRS", "S_Exp", "E_Hit"):
+        assert result[name] is None or 0 <= result[name] <= 100
