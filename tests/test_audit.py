@@ -9,6 +9,7 @@ from dfsu.audit import audit, read_prompts, redacted
 from dfsu.cli import main
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
+from dfsu.pii.redact import mask_value
 from dfsu.unlearning.trainer import unlearn
 
 FAST = [
@@ -110,6 +111,31 @@ def test_audit_cli_writes_masked_html_and_json(unlearned_run, tmp_path, capsys):
         if len(value) > 3:
             assert value not in json.dumps(masked) and value not in page
     assert shown["counts"] == masked["counts"]
+    # the tokenizer's PII-like vocabulary: counted per type, examples masked
+    assert shown["vocabulary"]["by_type"] == masked["vocabulary"]["by_type"]
+    assert "vocabulary entries are whole PII-like values" in page
+    for label, examples in shown["vocabulary"]["examples"].items():
+        assert [mask_value(v) for v in examples] == masked["vocabulary"]["examples"][label]
+
+
+def test_vocabulary_pii_counts_whole_entries_only():
+    from dfsu.audit import vocabulary_pii
+
+    class Vocab:
+        def get_vocab(self):
+            return {
+                t: i
+                for i, t in enumerate(
+                    ["Ġ4539578763621486", "ann@example.org", "Ġthe", "Ġcard 4539578763621486 x"]
+                )
+            }
+
+        def convert_tokens_to_string(self, tokens):
+            return "".join(tokens).replace("Ġ", " ")
+
+    got = vocabulary_pii(Vocab())
+    assert got["entries"] == 4 and got["pii_like"] == 2
+    assert got["by_type"] == {"CREDITCARDNUMBER": 1, "EMAIL": 1}
 
 
 def test_audit_cli_bad_model_is_one_line(tmp_path, capsys):

@@ -86,6 +86,9 @@ def test_run_writes_the_exact_files_and_every_row(reference):
     page = (run / "report.html").read_text()
     assert page.startswith("<!doctype html>") and "<svg" in page and "dfsu-self" in page
     assert "<script" not in page and "http" not in page.split("<body>")[1].split("run:")[0]
+    tok = results["tokenizer"]
+    assert 0 <= tok["true_values_in_vocabulary"] <= tok["true_values"] and tok["entries"] > 0
+    assert "examples" not in tok and "Tokenizer:" in page
     loose = [p for p in [run, *run.rglob("*")] if p.stat().st_mode & 0o077]
     assert not loose, loose[:5]  # everything under a run is owner-only
     original = results["rows"][0]["E_Hit_by_label"]

@@ -113,6 +113,7 @@ def audit(
         rows.append(row)
     labels = sorted(set().union(*counts.values()))
     return {
+        "vocabulary": vocabulary_pii(tokenizer),
         "models": names,
         "pii_types": sorted(types) if types else None,
         "max_new_tokens": max_new_tokens,
@@ -121,6 +122,40 @@ def audit(
         "totals": {name: sum(c.values()) for name, c in counts.items()},
         "pii_shown": False,
     }
+
+
+def vocabulary_entries(tokenizer: Any) -> set[str]:
+    """Every vocabulary entry as the text it decodes to (white space stripped)."""
+    return {tokenizer.convert_tokens_to_string([token]).strip() for token in tokenizer.get_vocab()}
+
+
+def vocabulary_pii(tokenizer: Any, min_chars: int = 6) -> dict[str, Any]:
+    """Vocabulary entries that are whole PII-like values by the pattern detectors (a card
+    number, an e-mail...): a model's weights can be unlearned, its tokenizer keeps them."""
+    found: dict[str, list[str]] = {}
+    for entry in sorted(vocabulary_entries(tokenizer)):
+        if len(entry) < min_chars:
+            continue
+        for span in detect(entry):
+            if span.start == 0 and span.end == len(entry):
+                found.setdefault(span.label, []).append(entry)
+    return {
+        "entries": len(tokenizer.get_vocab()),
+        "pii_like": sum(len(v) for v in found.values()),
+        "by_type": {label: len(v) for label, v in sorted(found.items())},
+        "examples": {label: v[:5] for label, v in sorted(found.items())},
+    }
+
+
+def vocabulary_line(vocabulary: dict[str, Any] | None) -> str:
+    if not vocabulary:
+        return ""
+    types = ", ".join(f"{k} {v}" for k, v in vocabulary["by_type"].items()) or "none"
+    return (
+        f"{vocabulary['pii_like']} of {vocabulary['entries']} vocabulary entries are whole "
+        f"PII-like values ({types}); an unlearned model ships the same tokenizer, so "
+        "unlearning cannot remove them"
+    )
 
 
 def redacted(result: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +172,11 @@ def redacted(result: dict[str, Any]) -> dict[str, Any]:
                 "spans": [dict(s, value=mask_value(s["value"])) for s in spans],
             }
         rows.append(new)
-    return dict(result, rows=rows, pii_shown=False)
+    vocabulary = result.get("vocabulary")
+    if vocabulary:
+        examples = {k: [mask_value(v) for v in vs] for k, vs in vocabulary["examples"].items()}
+        vocabulary = dict(vocabulary, examples=examples)
+    return dict(result, rows=rows, vocabulary=vocabulary, pii_shown=False)
 
 
 def write_audit_html(result: dict[str, Any], path: str | Path) -> Path:
@@ -169,6 +208,7 @@ def write_audit_html(result: dict[str, Any], path: str | Path) -> Path:
         f"PII {'shown' if result['pii_shown'] else 'masked'}</p>"
         f"<h2>PII-like spans per type</h2><table><tr><th>type</th>{head}</tr>{body}</table>"
         f"<h2>Continuations</h2><table><tr><th>prompt</th>{head}</tr>{''.join(pairs)}</table>"
+        f"<h2>Tokenizer</h2><p>{html.escape(vocabulary_line(result.get('vocabulary')))}</p>"
         "</body></html>"
     )
     path = Path(path)

@@ -669,7 +669,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from dfsu.audit import audit, default_prompts, read_prompts, redacted, write_audit_html
+    from dfsu.audit import (
+        audit,
+        default_prompts,
+        read_prompts,
+        redacted,
+        vocabulary_line,
+        write_audit_html,
+    )
     from dfsu.rundir import atomic_write_json
 
     prompts = read_prompts(args.prompts or default_prompts())
@@ -696,6 +703,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         counts.add_row(label, *(str(result["counts"][n].get(label, 0)) for n in names))
     counts.add_row("total", *(str(result["totals"][n]) for n in names))
     console.print(counts)
+    console.print(f"tokenizer: {vocabulary_line(result['vocabulary'])}")
     outputs = [write_audit_html(result, args.html)]
     if args.json:
         atomic_write_json(Path(args.json), result)

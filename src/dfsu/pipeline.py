@@ -232,6 +232,7 @@ def run_pipeline(
         "inverter": inverter,
         "pseudo": _pseudo_stats(run, sources),
         "best_data_free": best_data_free(results),
+        "tokenizer": tokenizer_exposure(run),
         "timings": dict(stage.timings),
     }
     atomic_write_json(run / "results.json", payload)
@@ -258,6 +259,24 @@ def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages) -> str:
         [run / "tagger" / "model.crfsuite"],
         lambda: train_tagger(cfg.tagger, run / "tagger"),
     )
+
+
+def tokenizer_exposure(run: Path) -> dict[str, Any]:
+    """How much PII the target's tokenizer holds as whole vocabulary entries: PII-like
+    entries by type, and (simulation) how many of the injected true values. Unlearning changes
+    weights; every unlearned model ships this same tokenizer."""
+    from transformers import AutoTokenizer
+
+    from dfsu.audit import vocabulary_entries, vocabulary_pii
+    from dfsu.corpus import read_records
+
+    tokenizer = AutoTokenizer.from_pretrained(run / "target")
+    out = vocabulary_pii(tokenizer)
+    out.pop("examples")  # values: never in results.json
+    values = {s.value for r in read_records(run) for s in r.spans}
+    out["true_values_in_vocabulary"] = len(values & vocabulary_entries(tokenizer))
+    out["true_values"] = len(values)
+    return out
 
 
 def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> dict | None:

@@ -141,6 +141,18 @@ def _pii_like(text: str) -> list[tuple[int, int, str]]:
     return spans
 
 
+def _tokenizer_line(tok: dict[str, Any] | None) -> str:
+    if not tok:
+        return ""
+    return (
+        f"<p><b>Tokenizer:</b> the target's vocabulary holds {tok['true_values_in_vocabulary']} "
+        f"of the {tok['true_values']} injected true values as whole entries, and "
+        f"{tok['pii_like']} of its {tok['entries']} entries look like PII. Every unlearned "
+        "model ships the same tokenizer: unlearning the weights cannot remove these "
+        "(retrain or prune the tokenizer before release).</p>"
+    )
+
+
 def _best_line(best: dict[str, Any] | None) -> str:
     if not best:
         return "<p class=muted>No data-free row kept perplexity within 1.10x the original's.</p>"
@@ -181,6 +193,7 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
         _table(rows),
         "<p class=muted>Metrics in percent except perplexity; 95% bootstrap intervals.</p>",
         _best_line(payload.get("best_data_free")),
+        _tokenizer_line(payload.get("tokenizer")),
         "<h3>E-Hit by label (entities reproduced / entities)</h3>",
         label_table(rows),
         "<h2>Privacy and utility</h2>",
