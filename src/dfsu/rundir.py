@@ -73,9 +73,10 @@ def staged_dir(final: Path) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed value) for every non-blank line; bad JSON names its line."""
-    with Path(path).open("rb") as fh:  # bytes, so that a bad byte names its own line
+def jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value or ValueError(reason)) for every non-blank line. The file
+    is read as bytes, so that a bad byte names its own line (a one-line error)."""
+    with Path(path).open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
             try:
                 line = raw.decode("utf-8")
@@ -86,9 +87,17 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield number, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DfsuError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+                yield number, ValueError(f"not valid JSON ({exc.msg})")
             except RecursionError:
-                raise DfsuError(f"{path}: line {number}: JSON nested too deeply") from None
+                yield number, ValueError("JSON nested too deeply")
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for every non-blank line; a bad line is an error naming it."""
+    for number, value in jsonl_lines(path):
+        if isinstance(value, ValueError):
+            raise DfsuError(f"{path}: line {number}: {value}")
+        yield number, value
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from dfsu.errors import DfsuError
 from dfsu.pii.records import LABELS_200K, PiiRecord, Span, canonical_label, span_problem
+from dfsu.rundir import jsonl_lines
 
 
 @dataclass
@@ -92,23 +93,6 @@ def parse_row(row: Any, number: int) -> PiiRecord:
     return PiiRecord(id=rid, text=text, spans=sorted(spans, key=lambda s: (s.start, s.end)))
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open("rb") as fh:  # bytes, so that a bad byte names its own line
-        for number, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise DfsuError(f"{path}: line {number}: not UTF-8 text") from None
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, ValueError(f"not valid JSON ({exc.msg})")
-            except RecursionError:
-                yield number, ValueError("JSON nested too deeply")
-
-
 def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
     suffix = path.suffix.lower()
     if path.is_dir():
@@ -129,7 +113,7 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
             offset += last
         return
     if suffix in (".jsonl", ".ndjson"):
-        yield from _iter_jsonl(path)
+        yield from jsonl_lines(path)
     elif suffix == ".json":
         try:
             text = path.read_text(encoding="utf-8")
@@ -140,7 +124,7 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
         except RecursionError:
             raise DfsuError(f"{path}: JSON nested too deeply") from None
         except json.JSONDecodeError:
-            yield from _iter_jsonl(path)  # JSON Lines under a .json name
+            yield from jsonl_lines(path)  # JSON Lines under a .json name
             return
         if isinstance(data, dict) and isinstance(data.get("data"), list):
             data = data["data"]
