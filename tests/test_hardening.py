@@ -85,3 +85,77 @@ def test_the_llm_annotator_stops_asking_a_dead_server():
     annotator = LLMAnnotator(flaky, shots=0, max_failures=3)
     [annotator(t) for t in ("a", "b", "c", "d")]  # a success resets the count
     assert annotator.gave_up is None and annotator.counts["llm"] == 1
+
+
+def _small_tagger(out):
+    from dfsu.config import load_config
+    from dfsu.pii.tagger import train_tagger
+
+    overrides = ["tagger.records=200", "tagger.negatives=20", "tagger.max_iterations=10"]
+    overrides += ["tagger.eval_records=10", "tagger.invented_eval_records=10"]
+    return train_tagger(load_config("tiny", overrides).tagger, out)
+
+
+def test_train_tagger_never_replaces_a_directory_that_is_not_a_tagger(tmp_path, capsys):
+    keep = tmp_path / "notes"
+    keep.mkdir()
+    (keep / "mine.txt").write_text("do not delete")
+    assert main(["--quiet", "pii", "train-tagger", "--out", str(keep), "tagger.records=50"]) == 2
+    assert "not a tagger directory" in capsys.readouterr().err
+    assert (keep / "mine.txt").read_text() == "do not delete"
+
+
+def test_damaged_taggers_are_one_line_errors_and_odd_text_is_tagged(tmp_path, capsys):
+    from dfsu.pii.tagger import Tagger
+
+    good = _small_tagger(tmp_path / "good")
+    assert Tagger.load(good).predict(["hi \ud800 from 10.0.0.1", ""])[1] == []
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"text": "Patient Ann Lee"}) + "\n")
+    for name, damage in (
+        ("json", lambda d: (d / "tagger.json").write_text("{bad")),
+        ("list", lambda d: (d / "tagger.json").write_text("[1]")),
+        ("model", lambda d: (d / "model.crfsuite").write_bytes(b"\0" * 64)),
+    ):
+        broken = tmp_path / name
+        shutil.copytree(good, broken)
+        damage(broken)
+        assert main(["--quiet", "pii", "detect", str(rows), "--tagger", str(broken)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dfsu: error:") and str(broken) in err and "Traceback" not in err
+
+
+def test_undefined_metrics_do_not_break_the_report_or_the_best_row(tmp_path):
+    from dfsu.pipeline import best_data_free
+    from dfsu.report import write_report
+
+    rows = [
+        {"method": "original", "E_Hit": None, "PPL": 3.0, "ci": {"E_Hit": None}},
+        {"method": "dfsu", "E_Hit": None, "PPL": 3.1, "ci": {"E_Hit": None}},
+    ]
+    assert best_data_free(rows) is None
+    (tmp_path / "data").mkdir()
+    record = {
+        "source_text": "Dear Mary Ann,",
+        "privacy_mask": [{"value": "Mary Ann", "start": 5, "end": 13, "label": "FIRSTNAME"}],
+    }
+    (tmp_path / "data" / "pii_records.jsonl").write_text(json.dumps(record) + "\n")
+    pseudo = tmp_path / "pseudo" / "inversion"
+    pseudo.mkdir(parents=True)
+    spans = [
+        {"value": "Mary", "start": 5, "end": 9, "label": "FIRSTNAME"},
+        {"value": "Ann", "start": 10, "end": 13, "label": "LASTNAME"},
+    ]
+    row = {"text": "Dear Mary Ann,", "spans": spans, "annotator": "hybrid"}
+    (pseudo / "pseudo.jsonl").write_text(json.dumps(row) + "\n")
+    page = write_report(tmp_path, {"rows": rows, "pseudo": {"inversion": {}}}).read_text()
+    assert "Mary" not in page  # a value split by highlighting is still masked
+
+
+def test_a_manifest_entry_that_is_not_an_object_is_a_one_line_error(tmp_path):
+    from dfsu.errors import DfsuError
+    from dfsu.rundir import read_manifest
+
+    (tmp_path / "manifest.json").write_text('{"pipeline": {"corpus": "x"}}')
+    with pytest.raises(DfsuError, match="damaged"):
+        read_manifest(tmp_path / "manifest.json")

@@ -235,6 +235,8 @@ def test_the_tagger_labels_setting_keeps_only_those_labels():
     names = OfflineAnnotator("hybrid", FakeTagger(), ["givenname"])([text])[0]
     assert [s.label for s in everything] == ["FIRSTNAME", "CITY", "IPV4"]
     assert [s.label for s in names] == ["FIRSTNAME", "IPV4"]  # aliases as the reader maps them
+    none = OfflineAnnotator("hybrid", FakeTagger(), [])([text])[0]
+    assert [s.label for s in none] == ["IPV4"]  # an empty list: the tagger marks nothing
     with pytest.raises(ValueError, match="needs a trained tagger"):
         OfflineAnnotator("tagger")
 

@@ -305,6 +305,8 @@ def cmd_pii_train_tagger(args: argparse.Namespace) -> int:
     out = Path(args.out)  # public data only: no PII in it, no special mode needed
     if out.exists() and not out.is_dir():
         raise DfsuError(f"{out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "tagger.json").is_file():
+        raise DfsuError(f"{out}: not empty and not a tagger directory (it would be replaced)")
     train_tagger(cfg.tagger, out)
     m = json.loads((out / "metrics.json").read_text())
     print(
@@ -318,7 +320,7 @@ def cmd_pii_train_tagger(args: argparse.Namespace) -> int:
 def cmd_pii_detect(args: argparse.Namespace) -> int:
     from dfsu.pii.annotators import OfflineAnnotator, cached_default_tagger, detect_file
 
-    tagger = None
+    tagger, labels = None, None
     if args.annotator != "pattern":
         from dfsu.pii.tagger import Tagger
 
@@ -327,11 +329,12 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
         elif args.run:
             from dfsu.synthesis import tagger_dir
 
-            path = tagger_dir(_run_config(Path(args.run), []), Path(args.run))
+            run_cfg = _run_config(Path(args.run), [])
+            path, labels = tagger_dir(run_cfg, Path(args.run)), run_cfg.synthesis.tagger_labels
         else:
             path = cached_default_tagger()
         tagger = Tagger.load(path)
-    result = detect_file(args.file, OfflineAnnotator(args.annotator, tagger))
+    result = detect_file(args.file, OfflineAnnotator(args.annotator, tagger, labels))
     rows = [
         [{**s.to_dict(), "value": s.value if args.show_pii else f"<{s.label}>"} for s in spans]
         for spans in result.pop("spans")

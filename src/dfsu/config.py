@@ -189,6 +189,14 @@ class TaggerConfig:
         _check(self.negatives >= 0, "tagger.negatives", "must be >= 0")
         _check(0 <= self.invented_share <= 1, "tagger.invented_share", "must be in [0, 1]")
         _check(0 <= self.noise_share <= 1, "tagger.noise_share", "must be in [0, 1]")
+        _check(0 <= self.scatter_share <= 1, "tagger.scatter_share", "must be in [0, 1]")
+        _check(
+            self.extra_limit is None or self.extra_limit > 0, "tagger.extra_limit", "must be > 0"
+        )
+        from faker.config import AVAILABLE_LOCALES
+
+        unknown = [x for x in self.locales if x not in AVAILABLE_LOCALES]
+        _check(bool(self.locales) and not unknown, "tagger.locales", f"unknown {unknown}")
         _check(self.c1 >= 0 and self.c2 >= 0, "tagger.c1/c2", "must be >= 0")
         _check(self.max_iterations > 0, "tagger.max_iterations", "must be > 0")
         _check(
@@ -261,6 +269,10 @@ class SynthesisConfig:
         )
         _check(self.swaps_per_template > 0, "synthesis.swaps_per_template", "must be > 0")
         _check(self.outputs_per_candidate > 0, "synthesis.outputs_per_candidate", "must be > 0")
+        from dfsu.pii.records import LABELS_200K, canonical_label
+
+        bad = [x for x in self.tagger_labels or [] if canonical_label(x) not in LABELS_200K]
+        _check(not bad, "synthesis.tagger_labels", f"unknown labels {bad}")
         _check(self.llm_api in ("completions", "chat"), "synthesis.llm_api", "completions or chat")
         _check(
             min(self.llm_shots, self.llm_retries, self.llm_max_failures) >= 0,

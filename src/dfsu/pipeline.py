@@ -163,7 +163,7 @@ def run_pipeline(
         )
         pseudo_keys[source] = stage(
             f"annotate:{source}",
-            _key(k_syn, synthesis, k_tagger),
+            _key(k_syn, synthesis, k_tagger, _section(cfg, "tagger")),
             [out / "pseudo.jsonl"],
             lambda o=out: annotate(cfg, run, None, o),
         )
@@ -253,9 +253,13 @@ def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages) -> str:
         if not weights.is_file():
             raise DfsuError(f"tagger.path: {cfg.tagger.path} holds no trained tagger")
         return _key(str(weights), file_hash(weights))
+    from dfsu import __version__
+    from dfsu.pii.tagger import FORMAT
+
+    extra = [file_hash(Path(p)) for p in cfg.tagger.extra_records or [] if Path(p).is_file()]
     return stage(
         "tagger",
-        _key(_section(cfg, "tagger")),
+        _key(_section(cfg, "tagger"), FORMAT, __version__, extra),
         [run / "tagger" / "model.crfsuite"],
         lambda: train_tagger(cfg.tagger, run / "tagger"),
     )
@@ -285,12 +289,13 @@ def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> d
     and the oracle. None without an original row or a qualifying data-free row."""
     by = {r["method"]: r for r in rows}
     original = by.get("original")
-    if not original or not original.get("PPL"):
+    if not original or not original.get("PPL") or original.get("E_Hit") is None:
         return None
     eligible = [
         r
         for r in rows
         if r["method"] not in ("original", "oracle")
+        and r.get("E_Hit") is not None
         and r.get("PPL")
         and r["PPL"] <= max_ppl_ratio * original["PPL"]
     ]
@@ -305,7 +310,7 @@ def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> d
         "E_Hit_share_of_original": round(100 * best["E_Hit"] / max(original["E_Hit"], 1e-9), 2),
         "max_ppl_ratio": max_ppl_ratio,
     }
-    if "oracle" in by:
+    if "oracle" in by and by["oracle"].get("E_Hit") is not None:
         out["E_Hit_above_oracle"] = round(best["E_Hit"] - by["oracle"]["E_Hit"], 4)
     return out
 
@@ -324,7 +329,7 @@ def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
         row["kept_step"], row["stop_reason"] = s["kept_step"], s["stop_reason"]
         row["checks"] = [
             {
-                k: round(c[k], 4)
+                k: round(c[k], 4) if isinstance(c[k], float) else c[k]
                 for k in ("step", "epoch", "ppl", "pii_loss", "E_Hit", "ERR")
                 if k in c
             }

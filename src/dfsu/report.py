@@ -32,7 +32,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
         for m in METRICS:
             value = row.get(m)
             text = "–" if value is None else f"{value:.2f}"
-            if m in row.get("ci", {}):
+            if value is not None and (row.get("ci") or {}).get(m):
                 lo, hi = row["ci"][m]
                 text += f' <span class="ci">[{lo:.1f}, {hi:.1f}]</span>'
             cells.append(f"<td>{text}</td>")
@@ -179,7 +179,11 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
             for s in r["privacy_mask"]
         ]
 
-    points = [(r["method"], r["PPL"], r["E_Hit"]) for r in rows if r.get("PPL") is not None]
+    points = [
+        (r["method"], r["PPL"], r["E_Hit"])
+        for r in rows
+        if r.get("PPL") is not None and r.get("E_Hit") is not None
+    ]
     lines = {
         r["method"]: [(c["ppl"], c["pii_loss"]) for c in r["checks"]]
         for r in rows
@@ -219,9 +223,10 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
         sections.append(f"<h2>Pseudo-PII ({html.escape(source)})</h2>")
         for ex in examples:
             spans = [(s["start"], s["end"], s["label"]) for s in ex["spans"]]
-            body = _highlight(ex["text"], spans)
-            if secrets:
-                body = redact_text(body, [html.escape(v) for v in secrets])
+            # Redact the plain text first (a masked value keeps its length, so the spans still
+            # fit): a value split by highlighting tags would otherwise escape the mask.
+            text = redact_text(ex["text"], secrets) if secrets else ex["text"]
+            body = _highlight(text, spans)
             sections.append(
                 f'<div class="box">{body} '
                 f"<span class=muted>({html.escape(ex['annotator'])})</span></div>"

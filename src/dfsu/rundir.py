@@ -127,7 +127,9 @@ def read_manifest(path: Path) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         manifest = None
     if not isinstance(manifest, dict) or not all(
-        isinstance(manifest.get(k, {}), dict) for k in ("stages", "pipeline")
+        isinstance(manifest.get(k, {}), dict)
+        and all(isinstance(v, dict) for v in manifest.get(k, {}).values())
+        for k in ("stages", "pipeline")
     ):
         raise DfsuError(f"{path}: damaged (not a manifest object); remove it to redo every stage")
     return manifest

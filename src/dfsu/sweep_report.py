@@ -67,8 +67,9 @@ def write_sweep_report(out: Path, payload: dict[str, Any]) -> Path:
         )
         body.append(f"<tr>{cells}</tr>")
     changed = [e for e in flat if e["method"] != "original"]
-    pareto = [(_label(e), e["ppl_increase"], e["E_Hit"]) for e in changed if "ppl_increase" in e]
-    nli = [(_label(e), e["nli_drop"], e["E_Hit"]) for e in changed if "nli_drop" in e]
+    defined = [e for e in changed if e["E_Hit"] is not None]
+    pareto = [(_label(e), e["ppl_increase"], e["E_Hit"]) for e in defined if "ppl_increase" in e]
+    nli = [(_label(e), e["nli_drop"], e["E_Hit"]) for e in defined if "nli_drop" in e]
     sections = [
         "<h1>dfsu sweep</h1>",
         f"<p class=muted>config {html.escape(payload['config'])} · overrides "

@@ -61,7 +61,7 @@ class OfflineAnnotator:
         if name != "pattern" and tagger is None:
             raise ValueError(f"the {name} annotator needs a trained tagger")
         self.name, self.tagger = name, tagger
-        self.labels = {canonical_label(x) for x in labels} if labels else None
+        self.labels = {canonical_label(x) for x in labels} if labels is not None else None
 
     def __call__(self, texts: list[str]) -> list[list[Span]]:
         if self.name == "pattern":

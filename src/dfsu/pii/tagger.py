@@ -158,7 +158,10 @@ class Tagger:
 
         self.path = path
         self.crf = pycrfsuite.Tagger()
-        self.crf.open(str(path / "model.crfsuite"))
+        try:
+            self.crf.open(str(path / "model.crfsuite"))
+        except (ValueError, OSError) as exc:
+            raise DfsuError(f"{path}/model.crfsuite: not a readable tagger model ({exc})") from None
 
     @classmethod
     def load(cls, path: str | Path) -> Tagger:
@@ -166,7 +169,12 @@ class Tagger:
         missing = [f for f in ("model.crfsuite", "tagger.json") if not (path / f).is_file()]
         if missing:
             raise DfsuError(f"{path}: not a trained tagger (missing {', '.join(missing)})")
-        meta = json.loads((path / "tagger.json").read_text())
+        try:
+            meta = json.loads((path / "tagger.json").read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            meta = None
+        if not isinstance(meta, dict):
+            raise DfsuError(f"{path}/tagger.json: damaged (not a JSON object)")
         if meta.get("format") != FORMAT:
             raise DfsuError(f"{path}: tagger format {meta.get('format')}, expected {FORMAT}")
         return cls(path)
@@ -178,7 +186,8 @@ class Tagger:
             if not offsets:
                 out.append([])
                 continue
-            tokens = [text[s:e] for s, e in offsets]
+            # Lone surrogates (valid in JSON, not in UTF-8) become "?": same length, no crash.
+            tokens = [text[s:e].encode("utf-8", "replace").decode("utf-8") for s, e in offsets]
             tags = self.crf.tag(sentence_features(tokens))
             out.append(decode_spans(text, offsets, tags))
         return out
