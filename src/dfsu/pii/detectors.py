@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable
 
 from dfsu.pii.records import PiiRecord, Span
@@ -169,33 +168,22 @@ def score_detector(
     count as one label (their format is the same; only context tells them apart).
     """
 
-    def norm(label: str) -> str:
-        return "DATE" if label == "DOB" else label
+    from dfsu.pii.scoring import score_spans
 
-    wanted = {norm(x) for x in (labels or STRUCTURED)}
-    tp, fp, fn = Counter(), Counter(), Counter()
-    for record in records:
-        gold = {(s.start, s.end, norm(s.label)) for s in record.spans if norm(s.label) in wanted}
-        pred = {
-            (s.start, s.end, norm(s.label)) for s in detect(record.text) if norm(s.label) in wanted
-        }
-        for item in pred & gold:
-            tp[item[2]] += 1
-        for item in pred - gold:
-            fp[item[2]] += 1
-        for item in gold - pred:
-            fn[item[2]] += 1
+    def norm(spans: Iterable[Span]) -> list[Span]:
+        return [
+            Span(s.value, s.start, s.end, "DATE" if s.label == "DOB" else s.label) for s in spans
+        ]
 
-    def prf(t: int, p: int, n: int) -> dict[str, float]:
-        precision = t / (t + p) if t + p else 0.0
-        recall = t / (t + n) if t + n else 0.0
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        return {"precision": precision, "recall": recall, "f1": f1, "support": t + n}
+    wanted = {"DATE" if x == "DOB" else x for x in (labels or STRUCTURED)}
+    scores = score_spans(
+        [norm(r.spans) for r in records], [norm(detect(r.text)) for r in records], wanted
+    )
 
-    out = {
-        label: prf(tp[label], fp[label], fn[label])
-        for label in sorted(wanted)
-        if tp[label] + fp[label] + fn[label]
-    }
-    out["ALL"] = prf(sum(tp.values()), sum(fp.values()), sum(fn.values()))
+    def entry(s: dict) -> dict[str, float]:
+        keys = ("precision", "recall", "f1")
+        return {k: s[k] for k in keys} | {"support": s["gold"]}
+
+    out = {label: entry(s) for label, s in scores["labels"].items()}
+    out["ALL"] = entry(scores["micro"])
     return out
