@@ -16,10 +16,12 @@ from pathlib import Path
 
 import torch
 
+from dfsu.components.models import load_causal_lm
+from dfsu.components.records import read_records
 from dfsu.config import load_config
-from dfsu.corpus import build_corpus, read_records
+from dfsu.corpus import build_corpus
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
-from dfsu.target import load_causal_lm, train_target
+from dfsu.target import train_target
 from dfsu.ui import set_quiet
 
 

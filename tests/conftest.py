@@ -71,10 +71,12 @@ MICRO_INVERTER = [
 def trained_micro_run(tmp_path_factory):
     """A micro run with corpus and target (trained once per test session)."""
     from dfsu.corpus import build_corpus
+    from dfsu.rundir import save_config
     from dfsu.target import train_target
 
     cfg = load_config("tiny", MICRO + MICRO_INVERTER + ["target.epochs=3"])
     run = tmp_path_factory.mktemp("micro") / "run"
     build_corpus(cfg, run)
+    save_config(run, cfg)
     train_target(cfg, run)
     return cfg, run

@@ -4,14 +4,9 @@ from collections import Counter
 
 import pytest
 
-from dfsu.corpus import (
-    build_corpus,
-    generate_documents,
-    generate_nli,
-    load_documents,
-    load_nli,
-    read_records,
-)
+from dfsu.components.records import read_records
+from dfsu.components.text import generate_documents
+from dfsu.corpus import build_corpus, generate_nli, load_documents, load_nli
 from dfsu.errors import DfsuError
 
 
@@ -45,7 +40,8 @@ def test_build_corpus_writes_the_data_dir(tmp_path, micro_cfg):
         "swap_pool.json",
         "train.jsonl",
     ]
-    assert (run / "config.yaml").is_file() and (run / "manifest.json").is_file()
+    # The stage writes RUN/data only: the config and the manifest are the pipeline's (or the CLI's).
+    assert sorted(p.name for p in run.iterdir()) == ["data"]
     records = read_records(run)
     assert len(records) == 20
     assert Counter(r.meta["group"] for r in records) == {1: 10, 2: 10}

@@ -6,25 +6,18 @@ import pytest
 import torch
 
 from dfsu.cli import main
-from dfsu.corpus import build_corpus, read_records
+from dfsu.components.models import load_causal_lm
+from dfsu.components.records import read_records
 from dfsu.evaluation.evaluate import read_score_file, score_samples
 from dfsu.evaluation.sampler import make_prompts, sample_continuations, split_record
 from dfsu.evaluation.utility import nli_accuracy, perplexity, strided_windows
 from dfsu.pii import PiiRecord, Span
-from dfsu.target import load_causal_lm, train_target
 
 
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    from conftest import MICRO
-
-    from dfsu.config import load_config
-
-    cfg = load_config("tiny", MICRO + ["target.epochs=3"])
-    run = tmp_path_factory.mktemp("eval") / "run"
-    build_corpus(cfg, run)
-    train_target(cfg, run)
-    return cfg, run
+@pytest.fixture
+def trained_run(trained_micro_run):
+    """The session's micro run (corpus + a target trained 3 epochs), read only here."""
+    return trained_micro_run
 
 
 def test_prefix_policies():

@@ -9,7 +9,7 @@ from conftest import MICRO
 from dfsu.cli import main
 
 
-@pytest.mark.parametrize("content", ['{"pipeline": {"corp', "[]", '{"pipeline": 3}'])
+@pytest.mark.parametrize("content", ['{"stages": {"corp', "[]", '{"stages": 3}', '{"pipeline": 3}'])
 def test_a_damaged_manifest_is_a_one_line_error(tmp_path, capsys, content):
     run = tmp_path / "run"
     run.mkdir()
@@ -34,12 +34,13 @@ def test_truncated_weights_are_a_one_line_error(trained_micro_run, tmp_path, cap
     assert err.startswith("dfsu: error:") and "Traceback" not in err and not out.exists()
 
 
-def test_the_manifest_reader_accepts_what_the_pipeline_writes(tmp_path):
-    from dfsu.rundir import read_manifest, record_stage
+def test_the_manifest_reader_accepts_what_the_pipeline_writes(tmp_path, micro_cfg):
+    from dfsu.pipeline import Stages
+    from dfsu.rundir import read_manifest
 
     assert read_manifest(tmp_path / "manifest.json") == {}
-    record_stage(tmp_path, "corpus", {"x": "1"}, 1.0)
-    assert json.loads((tmp_path / "manifest.json").read_text())["stages"]["corpus"]["status"]
+    Stages(micro_cfg, tmp_path, set())("corpus", [], [], lambda c: None)
+    assert read_manifest(tmp_path / "manifest.json")["stages"]["corpus"]["status"] == "done"
 
 
 def test_annotate_can_target_a_source_of_a_dfsu_run(trained_micro_run, tmp_path, capsys):
@@ -156,6 +157,9 @@ def test_a_manifest_entry_that_is_not_an_object_is_a_one_line_error(tmp_path):
     from dfsu.errors import DfsuError
     from dfsu.rundir import read_manifest
 
-    (tmp_path / "manifest.json").write_text('{"pipeline": {"corpus": "x"}}')
+    (tmp_path / "manifest.json").write_text('{"stages": {"corpus": "x"}}')
     with pytest.raises(DfsuError, match="damaged"):
         read_manifest(tmp_path / "manifest.json")
+    # An older manifest's pipeline entries are read as the stages.
+    (tmp_path / "manifest.json").write_text('{"pipeline": {"corpus": {"key": "k"}}, "stages": {}}')
+    assert read_manifest(tmp_path / "manifest.json") == {"stages": {"corpus": {"key": "k"}}}

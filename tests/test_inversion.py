@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from dfsu.cli import main
-from dfsu.corpus import read_records
+from dfsu.components.models import load_causal_lm
+from dfsu.components.records import read_records
 from dfsu.errors import DfsuError
 from dfsu.inversion.cache import load_rows, save_rows, topk_logprobs
 from dfsu.inversion.model import LogitInverter, build_t5
@@ -18,7 +19,7 @@ from dfsu.inversion.vocab import (
     train_inverter_tokenizer,
     vocab_coverage,
 )
-from dfsu.target import load_causal_lm, train_tokenizer
+from dfsu.target import train_tokenizer
 
 TEXTS = [
     "The fresh soup was warm and the chef served it.",

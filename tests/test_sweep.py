@@ -58,6 +58,7 @@ def test_a_bad_grid_value_fails_before_anything_runs(tmp_path, capsys):
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.slow
 def test_sweep_reuses_unaffected_stages_and_writes_json_and_html(tmp_path):
     sweep = Sweep(
         config="tiny",
@@ -90,8 +91,8 @@ def test_sweep_reuses_unaffected_stages_and_writes_json_and_html(tmp_path):
             e["loss"] == pytest.approx(e["gen"] - beta * e["priv"], rel=1e-4, abs=1e-5) for e in log
         )
     # Only the unlearning and its evaluation ran again at the second point.
-    manifest = json.loads((second / "manifest.json").read_text())["pipeline"]
-    first_manifest = json.loads((first / "manifest.json").read_text())["pipeline"]
+    manifest = json.loads((second / "manifest.json").read_text())["stages"]
+    first_manifest = json.loads((first / "manifest.json").read_text())["stages"]
     for stage in ("corpus", "target", "synthesize:candidates", "evaluate:original"):
         assert manifest[stage] == first_manifest[stage]
     assert manifest["unlearn:dfsu"]["key"] != first_manifest["unlearn:dfsu"]["key"]

@@ -4,8 +4,8 @@ import shutil
 import pytest
 
 from dfsu.cli import main
+from dfsu.components.records import read_records
 from dfsu.config import load_config
-from dfsu.corpus import read_records
 from dfsu.errors import DfsuError
 from dfsu.pii.detectors import detect, iban_ok, luhn_ok, resolve_overlaps, score_detector
 from dfsu.pii.generator import generate_records

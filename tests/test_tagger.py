@@ -129,6 +129,7 @@ def test_invented_names_are_in_no_name_list():
     assert names and not {n.lower() for n in names} & known
 
 
+@pytest.mark.slow
 def test_tagger_finds_names_in_text_it_never_saw(tagger_dir):
     tagger = Tagger.load(tagger_dir)
     metrics = json.loads((tagger_dir / "metrics.json").read_text())
@@ -144,6 +145,7 @@ def test_tagger_finds_names_in_text_it_never_saw(tagger_dir):
     assert tagger.predict(["", "   "]) == [[], []]
 
 
+@pytest.mark.slow
 def test_tagger_reads_long_texts(tagger_dir):
     tagger = Tagger.load(tagger_dir)
     filler = "The report was filed and the data was checked. " * 40
@@ -160,6 +162,7 @@ def test_a_directory_without_a_tagger_is_a_clear_error(tmp_path):
         Tagger.load(tmp_path)
 
 
+@pytest.mark.slow
 def test_pii_detect_scores_a_gold_file_and_names_rejected_rows(tagger_dir, tmp_path, capsys):
     records = make_records(40, 5, HELDOUT_SHAPES, noise_share=0.0, id_prefix="detect")
     rows = [r.to_dict() for r in records] + [{"text": "no gold here, from 10.0.0.1"}, {"x": 1}]
@@ -188,6 +191,7 @@ def test_pii_detect_scores_a_gold_file_and_names_rejected_rows(tagger_dir, tmp_p
     assert oct(out.stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.slow
 def test_hybrid_is_no_worse_than_the_patterns_on_structured_labels(tagger_dir):
     from dfsu.pii.detectors import STRUCTURED
 
@@ -242,7 +246,7 @@ def test_the_tagger_labels_setting_keeps_only_those_labels():
 
 
 def test_label_table_shades_each_cell_by_the_share_hit():
-    from dfsu.report import label_table
+    from dfsu.components.html import label_table
 
     rows = [
         {"method": "original", "E_Hit_by_label": {"CITY": {"hit": 2, "total": 2, "pct": 100.0}}},

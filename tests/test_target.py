@@ -7,10 +7,12 @@ import torch
 from conftest import MICRO
 from transformers import AutoModelForCausalLM, AutoTokenizer, T5Config, T5ForConditionalGeneration
 
+from dfsu.components.batches import pack_documents
+from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
 from dfsu.corpus import build_corpus
 from dfsu.errors import DfsuError
-from dfsu.target import load_causal_lm, pack_documents, train_target, train_tokenizer
+from dfsu.target import train_target, train_tokenizer
 
 
 def test_byte_level_bpe_round_trips_text():
@@ -55,10 +57,11 @@ def test_train_target_writes_a_loadable_model(tmp_path, micro_cfg):
     assert all(0 <= g["share"] <= 1 and g["records"] == 10 for g in probe["groups"])
     log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
     assert log and all("loss" in e for e in log) and "eval_ppl" in log[-1]
-    manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["stages"]["target"]["status"] == "done"
+    # The manifest is the pipeline's: a stage function run by hand records nothing there.
+    assert not (run / "manifest.json").exists()
 
 
+@pytest.mark.slow
 def test_a_repeated_record_is_memorized_and_a_rare_one_is_not(tmp_path):
     # 8 records in 8 groups, exposure 5..40: the frequent ones must be recited, not the rare.
     cfg = load_config(

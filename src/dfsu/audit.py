@@ -13,11 +13,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from dfsu.components.html import CSS, highlight
 from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import Prompt, sample_continuations
 from dfsu.pii.detectors import detect
 from dfsu.pii.redact import mask_value
-from dfsu.report import CSS, _highlight
 from dfsu.rundir import atomic_write_text, iter_jsonl
 
 
@@ -76,7 +76,7 @@ def audit(
     trust_remote_code: bool = False,
 ) -> dict[str, Any]:
     """Continuations and PII-like span counts per model (values unmasked: mask before showing)."""
-    from dfsu.target import load_causal_lm, pick_device
+    from dfsu.components.models import load_causal_lm, pick_device
 
     if adapter and unlearned:
         raise DfsuError("audit: give --adapter or --unlearned, not both")
@@ -194,7 +194,7 @@ def write_audit_html(result: dict[str, Any], path: str | Path) -> Path:
     pairs = []
     for row in result["rows"]:
         cells = "".join(
-            f"<td class=box>{_highlight(row[n]['text'], [(s['start'], s['end'], s['label']) for s in row[n]['spans']])}</td>"  # noqa: E501
+            f"<td class=box>{highlight(row[n]['text'], [(s['start'], s['end'], s['label']) for s in row[n]['spans']])}</td>"  # noqa: E501
             for n in names
         )
         pairs.append(f"<tr><td><b>{html.escape(row['prompt'])}</b></td>{cells}</tr>")

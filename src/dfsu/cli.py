@@ -11,6 +11,8 @@ from typing import Any
 
 from dfsu import __version__
 from dfsu.errors import DfsuError
+from dfsu.pipeline import KNOWN_ROWS
+from dfsu.unlearning.methods import METHODS
 
 
 def _add_config_args(p: argparse.ArgumentParser, default: str | None = "tiny") -> None:
@@ -76,7 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     _add_pii_parsers(sub)
+    _add_stage_parsers(sub)
+    _add_method_parsers(sub)
+    _add_run_parsers(sub)
+    _add_tool_parsers(sub)
+    return parser
 
+
+def _add_stage_parsers(sub: Any) -> None:
+    """One command per stage of the method, on a run directory."""
     corpus = sub.add_parser("build-corpus", help="records + general corpus + injection -> RUN/data")
     _add_config_args(corpus)
     corpus.add_argument("--out", required=True, help="run directory (created 0700)")
@@ -101,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--show-pii", action="store_true", help="do not mask the run's known PII values"
     )
 
+
+def _add_method_parsers(sub: Any) -> None:
+    """Stages 2 and 3: pseudo-PII, its annotation, unlearning."""
     syn = sub.add_parser("synthesize", help="pseudo-PII texts from entity-swapped candidates")
     syn.add_argument("--run", required=True, help="run directory with target (and inverter)")
     syn.add_argument(
@@ -136,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     un = sub.add_parser("unlearn", help="LoRA unlearning of RUN/target -> RUN/unlearned/<name>")
     un.add_argument("--run", required=True, help="run directory")
     un.add_argument(
-        "--method", default="pscu", choices=["pscu", "gen_only", "ga", "npo", "graddiff"]
+        "--method",
+        default="pscu",
+        choices=list(METHODS),
+        help="; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()),
     )
     un.add_argument(
         "--data",
@@ -147,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     un.add_argument("--name", default=None, help="output name (default: METHOD-DATA)")
     un.add_argument("overrides", nargs="*", metavar="key.sub=value", help="e.g. unlearning.lr=5e-4")
 
+
+def _add_run_parsers(sub: Any) -> None:
+    """The whole method: one run, a sweep, the demo."""
     run_p = sub.add_parser("run", help="the whole method over one run directory (resumable)")
     run_p.add_argument("config", help="YAML path or shipped name (tiny, small, paper-pythia410m)")
     run_p.add_argument("--out", required=True, help="run directory (created 0700)")
@@ -154,8 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--rows",
         default=None,
         help="comma-separated rows (default: all, dfsu-<configured source> being dfsu "
-        "itself): original, oracle, dfsu, ga, gen_only, npo, graddiff, dfsu-inversion, "
-        "dfsu-self, dfsu-free, dfsu-candidates",
+        f"itself): {', '.join(KNOWN_ROWS)}",
     )
     run_p.add_argument(
         "--force",
@@ -206,6 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--show-pii", action="store_true", help="true PII values in the reports")
     sweep.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
+    demo = sub.add_parser("demo", help="the embedded tiny default end to end, with a summary")
+    demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
+    demo.add_argument("--full", action="store_true", help="every row, not only the core set")
+    _add_config_args(demo)
+
+
+def _add_tool_parsers(sub: Any) -> None:
+    """Audit, scoring, evaluation of any checkpoint, the resolved config."""
     aud = sub.add_parser(
         "audit", help="greedy continuations of PII prompts, original vs unlearned, PII-like spans"
     )
@@ -228,11 +254,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--trust-remote-code", action="store_true", help="allow model code from the checkpoint"
     )
 
-    demo = sub.add_parser("demo", help="the embedded tiny default end to end, with a summary")
-    demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
-    demo.add_argument("--full", action="store_true", help="every row, not only the core set")
-    _add_config_args(demo)
-
     score_p = sub.add_parser("score", help="ERR, FRS, S-Exp, E-Hit of a generations JSONL file")
     score_p.add_argument("file", help="JSONL: prefix, suffix, entities, generations per line")
     score_p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -252,7 +273,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("config", help="print a resolved config as YAML")
     _add_config_args(show)
-    return parser
 
 
 # --------------------------------------------------------------------------- commands
@@ -384,9 +404,11 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
 def cmd_build_corpus(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.corpus import build_corpus
+    from dfsu.rundir import create_run_dir, save_config
 
     cfg = load_config(args.config, args.overrides)
     data = build_corpus(cfg, args.out)
+    save_config(create_run_dir(args.out), cfg)
     stats = json.loads((data / "stats.json").read_text())
     print(
         f"{data}: {stats['records']} records in {len(stats['groups'])} groups, "
@@ -398,21 +420,25 @@ def cmd_build_corpus(args: argparse.Namespace) -> int:
 
 def _ensure_corpus(cfg, run: Path) -> None:
     from dfsu.corpus import build_corpus
+    from dfsu.rundir import save_config
     from dfsu.ui import info
 
     if not (run / "data" / "train.jsonl").is_file():
         info(f"{run}/data missing: building the corpus first")
         build_corpus(cfg, run)
+        save_config(run, cfg)
 
 
 def cmd_train_target(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
+    from dfsu.rundir import save_config
     from dfsu.target import train_target
 
     cfg = load_config(args.config, args.overrides)
     run = Path(args.out)
     _ensure_corpus(cfg, run)
     out = train_target(cfg, run)
+    save_config(run, cfg)
     _print_target_summary(out)
     return 0
 
@@ -420,9 +446,11 @@ def cmd_train_target(args: argparse.Namespace) -> int:
 def cmd_train_inverter(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.inversion.train import train_inverter
+    from dfsu.rundir import save_config
 
     cfg = load_config(args.config, args.overrides)
     out = train_inverter(cfg, Path(args.out))
+    save_config(Path(args.out), cfg)
     _print_inverter_summary(out)
     return 0
 
@@ -454,8 +482,8 @@ def _print_inverter_summary(inverter: Path) -> None:
 
 
 def cmd_invert(args: argparse.Namespace) -> int:
+    from dfsu.components.models import load_causal_lm, pick_device
     from dfsu.inversion.decode import invert_texts, load_inverter
-    from dfsu.target import load_causal_lm, pick_device
 
     run = Path(args.run)
     cfg = _run_config(run, [])
@@ -476,7 +504,7 @@ def cmd_invert(args: argparse.Namespace) -> int:
     )
     secrets: list[str] = []
     if not args.show_pii and (run / "data" / "pii_records.jsonl").is_file():
-        from dfsu.corpus import read_records
+        from dfsu.components.records import read_records
 
         secrets = [s.value for r in read_records(run) for s in r.spans]
     from dfsu.pii.redact import redact_text

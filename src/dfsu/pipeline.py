@@ -1,10 +1,12 @@
 """`dfsu run`: every stage in order over one run directory, resumable.
 
-Each stage has a key: the hash of the config sections it reads and of the keys of the stages
-it builds on. RUN/manifest.json keeps, under "pipeline", each stage's key, status and wall
-time; a rerun skips a stage whose key is unchanged and whose outputs exist, redoes it when
-its inputs changed (and so everything downstream), and `force` redoes named stages. Stage
-outputs are written whole or not at all, so a run killed at any point resumes cleanly.
+Each stage declares the config sections it reads (``READS``); its key is the hash of those
+sections and of the keys of the stages it builds on, and the stage function is handed a view
+of the config that refuses any other section, so a key cannot miss what its stage reads.
+RUN/manifest.json keeps, under "stages", each stage's key, status and wall time; a rerun
+skips a stage whose key is unchanged and whose outputs exist, redoes it when its inputs
+changed (and so everything downstream), and `force` redoes named stages. Stage outputs are
+written whole or not at all, so a run killed at any point resumes cleanly.
 """
 
 from __future__ import annotations
@@ -27,20 +29,26 @@ from dfsu.rundir import (
     save_config,
 )
 from dfsu.ui import info
+from dfsu.unlearning.methods import METHODS
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
 EVAL_FORMAT = 2
 DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only"]
 # row -> (method, data) for unlearned rows; "dfsu-<source>" rows use that pseudo source.
-UNLEARNED = {
-    "oracle": ("pscu", "oracle"),
-    "dfsu": ("pscu", "pseudo"),
-    "ga": ("ga", "pseudo"),
-    "gen_only": ("gen_only", "pseudo"),
-    "npo": ("npo", "pseudo"),
-    "graddiff": ("graddiff", "pseudo"),
-}
+UNLEARNED = {"oracle": ("pscu", "oracle")} | {m.row: (m.name, "pseudo") for m in METHODS.values()}
 KNOWN_ROWS = ["original", *UNLEARNED, *(f"dfsu-{s}" for s in SOURCES)]
+
+# The config sections (and "seed") each stage function reads.
+READS: dict[str, tuple[str, ...]] = {
+    "corpus": ("seed", "data", "corpus"),
+    "target": ("seed", "target"),
+    "inverter": ("seed", "target", "inverter"),
+    "tagger": ("tagger",),
+    "synthesize": ("seed", "target", "inverter", "synthesis", "evaluation"),
+    "annotate": ("seed", "data", "synthesis", "tagger"),
+    "unlearn": ("seed", "target", "unlearning", "evaluation"),
+    "evaluate": ("seed", "target", "evaluation"),
+}
 
 
 def default_rows(cfg: RunConfig) -> list[str]:
@@ -53,25 +61,50 @@ def _key(*parts: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _section(cfg: RunConfig, name: str) -> dict[str, Any]:
-    return dataclasses.asdict(getattr(cfg, name))
+def _section(cfg: RunConfig, name: str) -> Any:
+    value = getattr(cfg, name)
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+
+
+class ConfigView:
+    """The run config as one stage sees it: reading a section the stage does not declare in
+    ``READS`` is an error (its key would not change with that section)."""
+
+    def __init__(self, cfg: RunConfig, stage: str, reads: tuple[str, ...]):
+        self._cfg, self._stage, self._reads = cfg, stage, reads
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self._reads:
+            raise DfsuError(
+                f"stage {self._stage}: reads config section {name!r}, which its declaration "
+                f"{self._reads} lacks (pipeline.READS)"
+            )
+        return getattr(self._cfg, name)
 
 
 class Stages:
     """Runs stage functions through the manifest: skip when current, record when done."""
 
-    def __init__(self, run: Path, force: set[str]):
+    def __init__(self, cfg: RunConfig, run: Path, force: set[str]):
+        self.cfg = cfg
         self.run = run
         self.force = force
         self.path = run / "manifest.json"
         self.timings: dict[str, float] = {}
 
-    def _manifest(self) -> dict[str, Any]:
-        return read_manifest(self.path)
-
-    def __call__(self, name: str, key: str, outputs: list[Path], fn: Callable[[], Any]) -> str:
-        entry = self._manifest().get("pipeline", {}).get(name, {})
-        forced = name in self.force or name.split(":")[0] in self.force
+    def __call__(
+        self,
+        name: str,
+        upstream: list[Any],
+        outputs: list[Path],
+        fn: Callable[[RunConfig], Any],
+    ) -> str:
+        """Run ``fn(view)`` for stage ``name`` unless it is current; returns the stage's key."""
+        kind = name.split(":")[0]
+        reads = READS[kind]
+        key = _key(upstream, {s: _section(self.cfg, s) for s in reads})
+        entry = read_manifest(self.path).get("stages", {}).get(name, {})
+        forced = name in self.force or kind in self.force
         if (
             not forced
             and entry.get("key") == key
@@ -83,13 +116,14 @@ class Stages:
             return key
         info(f"[bold]{name}[/bold]")
         started = time.time()
-        fn()
+        fn(ConfigView(self.cfg, name, reads))  # type: ignore[arg-type]
         seconds = round(time.time() - started, 2)
-        manifest = self._manifest()
-        manifest.setdefault("pipeline", {})[name] = {
+        manifest = read_manifest(self.path)
+        manifest.setdefault("stages", {})[name] = {
             "key": key,
             "status": "done",
             "seconds": seconds,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         atomic_write_json(self.path, manifest)
         self.timings[name] = seconds
@@ -106,12 +140,8 @@ def run_pipeline(
     """corpus -> target -> inverter -> tagger -> synthesize -> annotate -> unlearn -> evaluate
     -> report."""
     from dfsu.corpus import build_corpus
-    from dfsu.evaluation.evaluate import evaluate_model
-    from dfsu.inversion.train import train_inverter
     from dfsu.report import write_report
-    from dfsu.synthesis import annotate, synthesize
     from dfsu.target import train_target
-    from dfsu.unlearning.trainer import unlearn
 
     rows = rows or default_rows(cfg)
     unknown = [r for r in rows if r not in KNOWN_ROWS]
@@ -119,58 +149,87 @@ def run_pipeline(
         raise DfsuError(f"rows: unknown {unknown} (known: {', '.join(KNOWN_ROWS)})")
     run = create_run_dir(run)
     save_config(run, cfg)
-    stage = Stages(run, set(force or []))
+    stage = Stages(cfg, run, set(force or []))
 
     # Stage 0: data and the target that memorizes it.
-    k_corpus = stage(
-        "corpus",
-        _key(cfg.seed, _section(cfg, "data"), _section(cfg, "corpus")),
-        [run / "data" / "train.jsonl"],
-        lambda: build_corpus(cfg, run),
-    )
+    k_corpus = stage("corpus", [], [run / "data" / "train.jsonl"], lambda c: build_corpus(c, run))
     k_target = stage(
-        "target",
-        _key(k_corpus, _section(cfg, "target")),
-        [run / "target" / "model.safetensors"],
-        lambda: train_target(cfg, run),
+        "target", [k_corpus], [run / "target" / "model.safetensors"], lambda c: train_target(c, run)
     )
+    # Stages 1-3: pseudo-PII per source, one adapter per row; then every model's evaluation.
+    pseudo_keys, k_inverter, sources = _pseudo_stages(cfg, run, stage, rows, k_target)
+    model_keys, model_dirs = _unlearn_stages(cfg, run, stage, rows, k_target, pseudo_keys)
+    results = _evaluate_rows(run, stage, rows, model_keys, model_dirs, show_pii)
 
-    # Stages 1-2: the inverter (only when a row needs inversion) and pseudo-PII per source.
-    default = cfg.synthesis.source
-    sources = {default} | {r.split("-", 1)[1] for r in rows if r.startswith("dfsu-")}
+    payload = {
+        "rows": results,
+        "inverter": _inverter_summary(run) if k_inverter else None,
+        "pseudo": _pseudo_stats(run, sources),
+        "best_data_free": best_data_free(results),
+        "tokenizer": tokenizer_exposure(run),
+        "timings": dict(stage.timings),
+    }
+    atomic_write_json(run / "results.json", payload)
+    write_report(run, payload, show_pii=show_pii)
+    owner_only(run)
+    return payload
+
+
+def _pseudo_stages(
+    cfg: RunConfig, run: Path, stage: Stages, rows: list[str], k_target: str
+) -> tuple[dict[str, str], str, set[str]]:
+    """The inverter (when a row needs inversion), the tagger, and pseudo-PII per source."""
+    from dfsu.inversion.train import train_inverter
+    from dfsu.synthesis import annotate, synthesize
+
+    sources = {cfg.synthesis.source} | {r.split("-", 1)[1] for r in rows if r.startswith("dfsu-")}
     needs_pseudo = any(r in UNLEARNED and UNLEARNED[r][1] == "pseudo" for r in rows) or any(
         r.startswith("dfsu-") for r in rows
     )
-    pseudo_keys: dict[str, str] = {}
+    if not needs_pseudo:
+        return {}, "", sources
     k_inverter = ""
-    if needs_pseudo and "inversion" in sources:
+    if "inversion" in sources:
         k_inverter = stage(
             "inverter",
-            _key(k_target, _section(cfg, "inverter")),
+            [k_target],
             [run / "inverter" / "model.safetensors"],
-            lambda: train_inverter(cfg, run),
+            lambda c: train_inverter(c, run),
         )
-    synthesis = _section(cfg, "synthesis")
-    k_tagger = _tagger_stage(cfg, run, stage) if needs_pseudo else ""
-    for source in sorted(sources) if needs_pseudo else []:
+    k_tagger = _tagger_stage(cfg, run, stage)
+    pseudo_keys = {}
+    for source in sorted(sources):
         out = run / "pseudo" / source
         upstream = k_inverter if source == "inversion" else k_target
         k_syn = stage(
             f"synthesize:{source}",
-            _key(upstream, synthesis, _section(cfg, "evaluation"), cfg.seed, source),
+            [upstream, source],
             [out / "texts.jsonl"],
-            lambda s=source, o=out: synthesize(cfg, run, s, o),
+            lambda c, s=source, o=out: synthesize(c, run, s, o),
         )
         pseudo_keys[source] = stage(
             f"annotate:{source}",
-            _key(k_syn, synthesis, k_tagger, _section(cfg, "tagger")),
+            [k_syn, k_tagger],
             [out / "pseudo.jsonl"],
-            lambda o=out: annotate(cfg, run, None, o),
+            lambda c, o=out: annotate(c, run, None, o),
         )
+    return pseudo_keys, k_inverter, sources
 
-    # Stage 3: unlearning, one adapter per row.
-    model_keys = {"original": k_target}
-    model_dirs = {"original": run / "target"}
+
+def _unlearn_stages(
+    cfg: RunConfig,
+    run: Path,
+    stage: Stages,
+    rows: list[str],
+    k_target: str,
+    pseudo_keys: dict[str, str],
+) -> tuple[dict[str, str | None], dict[str, Path | None]]:
+    """One adapter per unlearned row; ``dfsu-<configured source>`` shares the dfsu row's."""
+    from dfsu.unlearning.trainer import unlearn
+
+    model_keys: dict[str, str | None] = {"original": k_target}
+    model_dirs: dict[str, Path | None] = {"original": run / "target"}
+    default = cfg.synthesis.source
     for row in rows:
         if row == "original":
             continue
@@ -185,13 +244,25 @@ def run_pipeline(
         pseudo_dir = run / "pseudo" / source
         model_keys[row] = stage(
             f"unlearn:{row}",
-            _key(upstream, k_target, _section(cfg, "unlearning"), method, data),
+            [upstream, k_target, method, data],
             [run / "unlearned" / row / "merged" / "model.safetensors"],
-            lambda r=row, m=method, d=data, p=pseudo_dir: unlearn(cfg, run, m, d, r, p),
+            lambda c, r=row, m=method, d=data, p=pseudo_dir: unlearn(c, run, m, d, r, p),
         )
         model_dirs[row] = run / "unlearned" / row / "merged"
+    return model_keys, model_dirs
 
-    # Evaluation of every model, then the results and the report.
+
+def _evaluate_rows(
+    run: Path,
+    stage: Stages,
+    rows: list[str],
+    model_keys: dict[str, str | None],
+    model_dirs: dict[str, Path | None],
+    show_pii: bool,
+) -> list[dict[str, Any]]:
+    """Every model's evaluation, as results rows in the order asked for."""
+    from dfsu.evaluation.evaluate import evaluate_model
+
     results = []
     for row in rows:
         if model_dirs.get(row) is None:
@@ -199,51 +270,40 @@ def run_pipeline(
         out = run / "eval" / f"{row}.json"
         stage(
             f"evaluate:{row}",
-            _key(model_keys[row], _section(cfg, "evaluation"), cfg.seed, EVAL_FORMAT),
+            [model_keys[row], EVAL_FORMAT],
             [out],
-            lambda r=row, o=out: evaluate_model(cfg, run, model_dirs[r], o, show_pii=show_pii),
+            lambda c, r=row, o=out: evaluate_model(c, run, model_dirs[r], o, show_pii=show_pii),
         )
-        result = json.loads(out.read_text())
-        results.append(_row(run, row, result))
+        results.append(_row(run, row, json.loads(out.read_text())))
     for row in rows:  # rows that share the "dfsu" adapter repeat its figures under their name
         if model_dirs.get(row, "") is None:
             results.append(dict(next(r for r in results if r["method"] == "dfsu"), method=row))
     order = {r: i for i, r in enumerate(rows)}
-    results.sort(key=lambda r: order[r["method"]])
+    return sorted(results, key=lambda r: order[r["method"]])
 
-    inverter = None
-    if (run / "inverter" / "metrics.json").is_file() and k_inverter:
-        m = json.loads((run / "inverter" / "metrics.json").read_text())
-        inverter = {
-            k: m[k]
-            for k in (
-                "mode",
-                "token_f1",
-                "bleu",
-                "exact_match",
-                "gain_token_f1",
-                "entity_exact",
-                "vocab_coverage",
-                "mass_coverage",
-            )
-        }
-    payload = {
-        "rows": results,
-        "inverter": inverter,
-        "pseudo": _pseudo_stats(run, sources),
-        "best_data_free": best_data_free(results),
-        "tokenizer": tokenizer_exposure(run),
-        "timings": dict(stage.timings),
-    }
-    atomic_write_json(run / "results.json", payload)
-    write_report(run, payload, show_pii=show_pii)
-    owner_only(run)
-    return payload
+
+def _inverter_summary(run: Path) -> dict[str, Any] | None:
+    path = run / "inverter" / "metrics.json"
+    if not path.is_file():
+        return None
+    m = json.loads(path.read_text())
+    keys = (
+        "mode",
+        "token_f1",
+        "bleu",
+        "exact_match",
+        "gain_token_f1",
+        "entity_exact",
+        "vocab_coverage",
+        "mass_coverage",
+    )
+    return {k: m[k] for k in keys}
 
 
 def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages) -> str:
     """The tagger the annotators use: ``tagger.path`` as given, or trained into RUN/tagger."""
-    from dfsu.pii.tagger import train_tagger
+    from dfsu import __version__
+    from dfsu.pii.tagger import FORMAT, train_tagger
     from dfsu.rundir import file_hash
 
     if cfg.synthesis.annotator == "pattern":
@@ -253,15 +313,12 @@ def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages) -> str:
         if not weights.is_file():
             raise DfsuError(f"tagger.path: {cfg.tagger.path} holds no trained tagger")
         return _key(str(weights), file_hash(weights))
-    from dfsu import __version__
-    from dfsu.pii.tagger import FORMAT
-
     extra = [file_hash(Path(p)) for p in cfg.tagger.extra_records or [] if Path(p).is_file()]
     return stage(
         "tagger",
-        _key(_section(cfg, "tagger"), FORMAT, __version__, extra),
+        [FORMAT, __version__, extra],
         [run / "tagger" / "model.crfsuite"],
-        lambda: train_tagger(cfg.tagger, run / "tagger"),
+        lambda c: train_tagger(c.tagger, run / "tagger"),
     )
 
 
@@ -272,7 +329,7 @@ def tokenizer_exposure(run: Path) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from dfsu.audit import vocabulary_entries, vocabulary_pii
-    from dfsu.corpus import read_records
+    from dfsu.components.records import read_records
 
     tokenizer = AutoTokenizer.from_pretrained(run / "target")
     out = vocabulary_pii(tokenizer)

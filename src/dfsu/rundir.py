@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -119,7 +118,9 @@ def save_config(run: Path, cfg: RunConfig) -> None:
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
-    """RUN/manifest.json as a dict ({} when absent); a damaged one is a one-line error."""
+    """RUN/manifest.json as ``{"stages": {name: {key, status, seconds, finished}}}`` ({} when
+    absent); a damaged one is a one-line error. Older manifests kept the pipeline's entries
+    under "pipeline" (and unkeyed ones under "stages"): their keyed entries are read."""
     if not path.is_file():
         return {}
     try:
@@ -132,18 +133,6 @@ def read_manifest(path: Path) -> dict[str, Any]:
         for k in ("stages", "pipeline")
     ):
         raise DfsuError(f"{path}: damaged (not a manifest object); remove it to redo every stage")
+    if "pipeline" in manifest:
+        return {"stages": manifest["pipeline"]}
     return manifest
-
-
-def record_stage(run: Path, stage: str, inputs: dict[str, str], seconds: float) -> None:
-    """Mark a stage done in RUN/manifest.json with the hashes of its inputs and its wall time."""
-    path = run / "manifest.json"
-    manifest = read_manifest(path)
-    manifest.setdefault("stages", {})
-    manifest["stages"][stage] = {
-        "status": "done",
-        "inputs": inputs,
-        "seconds": round(seconds, 2),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
-    atomic_write_json(path, manifest)

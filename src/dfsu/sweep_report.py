@@ -6,7 +6,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from dfsu.report import CSS, _scatter, label_table
+from dfsu.components.html import CSS, label_table, scatter
 from dfsu.rundir import atomic_write_text
 
 COLUMNS = ("ERR", "E_Hit", "PPL", "NLI_acc")
@@ -86,14 +86,14 @@ def write_sweep_report(out: Path, payload: dict[str, Any]) -> Path:
         "<h3>E-Hit by label (entities reproduced / entities)</h3>",
         label_table([dict(e, method=_label(e)) for e in flat]),
         "<h2>Privacy against utility</h2>",
-        _scatter(pareto, "perplexity increase (%)", "E-Hit (%)"),
-        _scatter(nli, "NLI accuracy drop (points)", "E-Hit (%)"),
+        scatter(pareto, "perplexity increase (%)", "E-Hit (%)"),
+        scatter(nli, "NLI accuracy drop (points)", "E-Hit (%)"),
     ]
     tracked = {_label(e): e["checks"] for e in changed if any("E_Hit" in c for c in e["checks"])}
     if tracked:
         sections += [
             "<h2>Trajectories (every check)</h2>",
-            _scatter(
+            scatter(
                 [],
                 "epoch",
                 "E-Hit (%)",
@@ -102,14 +102,14 @@ def write_sweep_report(out: Path, payload: dict[str, Any]) -> Path:
                     for k, v in tracked.items()
                 },
             ),
-            _scatter(
+            scatter(
                 [],
                 "epoch",
                 "held-out perplexity",
                 {k: [(c["epoch"], c["ppl"]) for c in v] for k, v in tracked.items()},
             ),
             "<h3>E-Hit against perplexity along training</h3>",
-            _scatter(
+            scatter(
                 [],
                 "held-out perplexity",
                 "E-Hit (%)",

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from dfsu.pii.annotators import OfflineAnnotator
 from dfsu.pii.generator import PLACEHOLDER, TEMPLATES, fill_from_pool
 from dfsu.pii.reader import parse_row
 from dfsu.pii.scoring import score_spans
-from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, record_stage
+from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl
 
 PSEUDO = "pseudo"
 
@@ -85,7 +84,6 @@ def synthesize(
     cfg: RunConfig, run: str | Path, source: str | None = None, out: Path | None = None
 ) -> Path:
     """Stage: candidates -> pseudo texts by the chosen source -> RUN/pseudo/ (or ``out``)."""
-    started = time.time()
     run = Path(run)
     sc = cfg.synthesis
     source = source or sc.source
@@ -107,7 +105,7 @@ def synthesize(
             for c in candidates
         ]
     else:
-        from dfsu.target import load_causal_lm, pick_device
+        from dfsu.components.models import load_causal_lm, pick_device
 
         device = pick_device(cfg.target.device)
         target, tok = load_causal_lm(run / "target")
@@ -158,7 +156,6 @@ def synthesize(
     atomic_write_jsonl(out / "candidates.jsonl", (c.to_dict() for c in candidates))
     atomic_write_jsonl(out / "texts.jsonl", rows)
     atomic_write_json(out / "stats.json", _diagnostics(run, candidates, rows, source))
-    record_stage(run, "synthesize", {"source": source}, time.time() - started)
     return out
 
 
@@ -257,7 +254,6 @@ def annotate(
 ) -> Path:
     """Stage: PII spans for every pseudo text + target token masks -> RUN/pseudo/pseudo.jsonl
     (or ``pseudo``/pseudo.jsonl)."""
-    started = time.time()
     run = Path(run)
     pseudo = pseudo or run / PSEUDO
     annotator = annotator or cfg.synthesis.annotator
@@ -306,7 +302,6 @@ def annotate(
         report["scored"] = f"{offline.name} (the llm annotator's fallback; the llm is not scored)"
         report["llm_counts"] = dict(llm.counts)
     atomic_write_json(pseudo / "annotator_eval.json", report)
-    record_stage(run, "annotate", {"annotator": annotator}, time.time() - started)
     return pseudo / "pseudo.jsonl"
 
 

@@ -14,20 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import transformers
-from transformers import (
-    AutoConfig,
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    GPTNeoXConfig,
-    GPTNeoXForCausalLM,
-    PreTrainedModel,
-    PreTrainedTokenizerFast,
-)
+from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
+from dfsu.components.batches import collate, pack_documents
+from dfsu.components.models import load_causal_lm, pick_device
+from dfsu.components.records import read_records
+from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import RunConfig, TargetConfig
-from dfsu.corpus import read_records
-from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.evaluation.utility import perplexity
 from dfsu.pii import PiiRecord
@@ -35,16 +28,10 @@ from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,
     create_run_dir,
-    file_hash,
     read_jsonl,
-    record_stage,
-    save_config,
     staged_dir,
 )
 from dfsu.ui import info, progress_bar
-
-# dfsu draws its own progress bars; the library's per-load/save bars are noise here.
-transformers.utils.logging.disable_progress_bar()
 
 EOS = "<|endoftext|>"
 PAD = "<|padding|>"
@@ -89,89 +76,6 @@ def build_model(tc: TargetConfig, vocab_size: int, eos_id: int, pad_id: int) -> 
         pad_token_id=pad_id,
     )
     return GPTNeoXForCausalLM(config)
-
-
-def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[Any, Any]:
-    """Model + tokenizer from a local directory; a clear error when it is not a causal LM."""
-    path = Path(path)
-    if not path.is_dir():
-        raise DfsuError(f"{path}: not a model directory")
-    try:
-        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as exc:
-        raise DfsuError(f"{path}: no readable model config ({str(exc).splitlines()[0]})") from None
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            path, use_safetensors=True, trust_remote_code=trust_remote_code
-        )
-    except ValueError as exc:
-        kind = getattr(config, "model_type", "?")
-        raise DfsuError(
-            f"{path}: not a causal LM (model_type {kind!r}: {str(exc).splitlines()[0]})"
-        ) from None
-    except OSError as exc:
-        raise DfsuError(f"{path}: weights not loadable ({str(exc).splitlines()[0]})") from None
-    except Exception as exc:  # safetensors raises its own error type for a damaged file
-        if type(exc).__name__ != "SafetensorError":
-            raise
-        raise DfsuError(f"{path}: weights damaged or truncated ({exc})") from None
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as exc:
-        raise DfsuError(f"{path}: no usable tokenizer ({str(exc).splitlines()[0]})") from None
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise DfsuError("target.device: cuda requested but no CUDA device is available")
-        return torch.device("cuda")
-    return torch.device("cpu")
-
-
-def autocast(device: torch.device):
-    """bf16 autocast on CUDA, nothing on CPU (fp32 is faster there)."""
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return torch.autocast("cpu", enabled=False)
-
-
-# --------------------------------------------------------------------------- batches
-
-
-def pack_documents(docs: list[list[int]], block_size: int, eos_id: int) -> list[list[int]]:
-    """Pack EOS-prefixed documents into blocks of at most block_size tokens.
-
-    A document is never split between blocks unless it is longer than a block, so each
-    injected record is seen whole, starting right after an EOS as at probe time.
-    """
-    blocks: list[list[int]] = []
-    current: list[int] = []
-    for ids in docs:
-        doc = [eos_id, *ids]
-        pieces = [doc[i : i + block_size] for i in range(0, len(doc), block_size)]
-        for piece in pieces:
-            if len(current) + len(piece) > block_size:
-                blocks.append(current)
-                current = []
-            current = current + piece
-    if current:
-        blocks.append(current)
-    return blocks
-
-
-def collate(blocks: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    width = max(len(b) for b in blocks)
-    ids = torch.full((len(blocks), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(blocks), width), dtype=torch.long)
-    for i, b in enumerate(blocks):
-        ids[i, : len(b)] = torch.tensor(b)
-        mask[i, : len(b)] = 1
-    labels = ids.masked_fill(mask == 0, -100)
-    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
 # --------------------------------------------------------------------------- measurements
@@ -244,12 +148,78 @@ def _spearman(x: list[float], y: list[float]) -> float:
 # --------------------------------------------------------------------------- the stage
 
 
-def warmup_cosine(step: int, total: int, lr: float, warmup: int, floor: float) -> float:
-    """Learning rate at a step: linear warm-up, then cosine decay to floor * lr."""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+def _optimizer(model: Any, tc: TargetConfig, fused: bool) -> torch.optim.Optimizer:
+    """AdamW without decay on biases and norms."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": tc.weight_decay},
+            {"params": no_decay, "weight_decay": 0},
+        ],
+        lr=tc.lr,
+        betas=(0.9, 0.95),
+        fused=fused,
+    )
+
+
+def _fit(
+    loop: TrainLoop,
+    tokenizer: Any,
+    train_ids: list[list[int]],
+    eval_texts: list[str],
+    tc: TargetConfig,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """The training loop: every epoch reshuffles the documents (new neighbours in each packed
+    block); a cosine schedule with warm-up; held-out perplexity every ``eval_every`` steps."""
+    eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+    blocks_per_epoch = len(pack_documents(train_ids, tc.block_size, eos_id))
+    total_steps = max(1, math.ceil(math.ceil(blocks_per_epoch / tc.batch_size) * tc.epochs))
+    rng = random.Random(seed)
+    log: list[dict[str, Any]] = []
+    step, epoch = 0, 0
+
+    def loss_of(micro: list[list[int]]) -> tuple[torch.Tensor, dict]:
+        batch = {k: v.to(loop.device) for k, v in collate(micro, pad_id).items()}
+        loss = loop.model(**batch).loss
+        return loss, {"loss": loss}
+
+    loop.model.train()
+    with progress_bar("train target", total_steps) as bar:
+        while step < total_steps:
+            order = list(range(len(train_ids)))
+            rng.shuffle(order)
+            blocks = pack_documents([train_ids[i] for i in order], tc.block_size, eos_id)
+            for start in range(0, len(blocks), tc.batch_size):
+                if step >= total_steps:
+                    break
+                lr = warmup_cosine(step, total_steps, tc.lr, tc.warmup_steps, tc.min_lr_ratio)
+                loop.set_lr(lr)
+                mine = loop.shard(blocks[start : start + tc.batch_size])
+                micros = [
+                    mine[i : i + tc.micro_batch_size]
+                    for i in range(0, len(mine), tc.micro_batch_size)
+                ]
+                logged = loop.step(micros, loss_of, [len(m) / len(mine) for m in micros])
+                step += 1
+                entry: dict[str, Any] = {"step": step, "epoch": epoch, "lr": lr, **logged}
+                if step % tc.eval_every == 0 or step == total_steps:
+                    entry["eval_ppl"] = perplexity(
+                        loop.unwrapped(),
+                        tokenizer,
+                        eval_texts,
+                        window=tc.block_size,
+                        device=loop.device,
+                    )
+                    loop.model.train()
+                log.append(entry)
+                shown = f"loss {entry['loss']:.3f}" + (
+                    f" ppl {entry['eval_ppl']:.2f}" if "eval_ppl" in entry else ""
+                )
+                bar.update(0, advance=1, info=shown)
+            epoch += 1
+    return log
 
 
 def train_target(cfg: RunConfig, run: str | Path) -> Path:
@@ -270,101 +240,38 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
     else:
         tokenizer = train_tokenizer(train_texts + eval_texts, tc.vocab_size)
         model = build_model(tc, len(tokenizer), tokenizer.eos_token_id, tokenizer.pad_token_id)
-    model.to(device)
-    eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
     train_ids = tokenizer(train_texts, add_special_tokens=False)["input_ids"]
     n_params = sum(p.numel() for p in model.parameters())
     n_tokens = sum(len(x) + 1 for x in train_ids)
     info(f"target: {n_params / 1e6:.2f}M parameters, {n_tokens:,} training tokens, {device}")
 
-    # Optimizer: AdamW without decay on biases and norms, cosine schedule with warm-up.
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": tc.weight_decay},
-            {"params": no_decay, "weight_decay": 0},
-        ],
-        lr=tc.lr,
-        betas=(0.9, 0.95),
-        fused=device.type == "cuda",
-    )
-    blocks_per_epoch = len(pack_documents(train_ids, tc.block_size, eos_id))
-    total_steps = max(1, math.ceil(math.ceil(blocks_per_epoch / tc.batch_size) * tc.epochs))
-
-    # Loop: every epoch reshuffles the documents (new neighbours in each packed block).
-    rng = random.Random(cfg.seed)
-    log: list[dict[str, Any]] = []
-    step, epoch = 0, 0
-    model.train()
-    with progress_bar("train target", total_steps) as bar:
-        while step < total_steps:
-            order = list(range(len(train_ids)))
-            rng.shuffle(order)
-            blocks = pack_documents([train_ids[i] for i in order], tc.block_size, eos_id)
-            for start in range(0, len(blocks), tc.batch_size):
-                if step >= total_steps:
-                    break
-                lr = warmup_cosine(step, total_steps, tc.lr, tc.warmup_steps, tc.min_lr_ratio)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                batch_blocks = blocks[start : start + tc.batch_size]
-                loss_sum = 0.0
-                for lo in range(0, len(batch_blocks), tc.micro_batch_size):
-                    micro = batch_blocks[lo : lo + tc.micro_batch_size]
-                    batch = {k: v.to(device) for k, v in collate(micro, pad_id).items()}
-                    with autocast(device):
-                        # Weighted by the micro-batch's share of the batch (gradient accumulation).
-                        loss = model(**batch).loss * len(micro) / len(batch_blocks)
-                    loss.backward()
-                    loss_sum += loss.item()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                entry: dict[str, Any] = {"step": step, "epoch": epoch, "lr": lr, "loss": loss_sum}
-                if step % tc.eval_every == 0 or step == total_steps:
-                    entry["eval_ppl"] = perplexity(
-                        model, tokenizer, eval_texts, window=tc.block_size, device=device
-                    )
-                    model.train()
-                log.append(entry)
-                shown = f"loss {loss_sum:.3f}" + (
-                    f" ppl {entry['eval_ppl']:.2f}" if "eval_ppl" in entry else ""
-                )
-                bar.update(0, advance=1, info=shown)
-            epoch += 1
+    # Train: AdamW, cosine schedule with warm-up, gradients clipped at 1.
+    model.to(device)
+    loop = TrainLoop(model, _optimizer(model, tc, device.type == "cuda"), tc.device, clip=1.0)
+    log = _fit(loop, tokenizer, train_ids, eval_texts, tc, cfg.seed)
+    model = loop.unwrapped()
 
     # Measure: held-out perplexity and how much of each exposure group the model recites.
-    ppl = perplexity(model, tokenizer, eval_texts, window=tc.block_size, device=device)
-    probe = memorization_probe(model, tokenizer, records, tc.probe_max_new_tokens, device)
-    seconds = time.time() - started
+    ppl = perplexity(model, tokenizer, eval_texts, window=tc.block_size, device=loop.device)
+    probe = memorization_probe(model, tokenizer, records, tc.probe_max_new_tokens, loop.device)
     metrics = {
         "parameters": n_params,
         "train_tokens": n_tokens,
-        "steps": total_steps,
+        "steps": len(log),
         "eval_ppl": ppl,
-        "seconds": round(seconds, 1),
+        "seconds": round(time.time() - started, 1),
         "device": device.type,
     }
 
     # Save: the whole directory appears at once (safetensors weights + tokenizer + logs).
-    model.to("cpu")
-    with staged_dir(run / "target") as out:
-        model.save_pretrained(out)
-        tokenizer.padding_side = "right"
-        tokenizer.save_pretrained(out)
-        atomic_write_jsonl(out / "train_log.jsonl", log)
-        atomic_write_json(out / "memorization_probe.json", probe)
-        atomic_write_json(out / "metrics.json", metrics)
-    save_config(run, cfg)
-    record_stage(
-        run,
-        "target",
-        {
-            "config": file_hash(run / "config.yaml"),
-            "train": file_hash(run / "data" / "train.jsonl"),
-        },
-        seconds,
-    )
+    if loop.is_main:
+        model.to("cpu")
+        with staged_dir(run / "target") as out:
+            model.save_pretrained(out)
+            tokenizer.padding_side = "right"
+            tokenizer.save_pretrained(out)
+            atomic_write_jsonl(out / "train_log.jsonl", log)
+            atomic_write_json(out / "memorization_probe.json", probe)
+            atomic_write_json(out / "metrics.json", metrics)
+    loop.accelerator.wait_for_everyone()
     return run / "target"

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dfsu.components.records import read_records
 from dfsu.config import RunConfig
-from dfsu.corpus import read_records
 from dfsu.errors import DfsuError
 from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, e_hit_by_label, score
-from dfsu.evaluation.sampler import make_prompts, sample_continuations
+from dfsu.evaluation.sampler import make_prompts, sample_prompts
 from dfsu.evaluation.utility import nli_accuracy, perplexity
 from dfsu.pii.redact import redact_text
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
@@ -64,7 +64,7 @@ def score_samples(samples: list[Sample], seed: int = 0) -> dict[str, Any]:
 
 
 def _load_for_eval(model_path: str | Path, adapter: str | Path | None, device: Any):
-    from dfsu.target import load_causal_lm
+    from dfsu.components.models import load_causal_lm
 
     model, tokenizer = load_causal_lm(model_path)
     if adapter:
@@ -74,28 +74,6 @@ def _load_for_eval(model_path: str | Path, adapter: str | Path | None, device: A
             raise DfsuError(f"{adapter}: not a PEFT adapter directory (no adapter_config.json)")
         model = PeftModel.from_pretrained(model, str(adapter))
     return model.to(device), tokenizer
-
-
-def sample_prompts(
-    model: Any, tokenizer: Any, prompts: list, cfg: RunConfig, device: Any
-) -> list[Sample]:
-    """K continuations per prompt with the evaluation's sampling settings, as scorable samples."""
-    ec = cfg.evaluation
-    generations = sample_continuations(
-        model,
-        tokenizer,
-        prompts,
-        num_samples=ec.num_samples,
-        top_p=ec.top_p,
-        top_k=ec.top_k,
-        temperature=ec.temperature,
-        seed=cfg.seed,
-        device=device,
-    )
-    return [
-        Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))
-        for p, g in zip(prompts, generations, strict=True)
-    ]
 
 
 def evaluate_model(
@@ -111,7 +89,7 @@ def evaluate_model(
     Also writes the generations beside ``out`` (``<out stem>.generations.jsonl``, mode 0600:
     it holds true suffixes) in the `dfsu score` format, so the evaluation can be re-scored.
     """
-    from dfsu.target import pick_device
+    from dfsu.components.models import pick_device
 
     started = time.time()
     run, out = Path(run), Path(out)

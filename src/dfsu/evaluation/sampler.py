@@ -7,13 +7,17 @@ together with the KV cache; every generation is cut to its own true suffix's len
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dfsu.errors import DfsuError
+from dfsu.evaluation.metrics import Sample
 from dfsu.pii import PiiRecord
 from dfsu.ui import progress_bar
+
+if TYPE_CHECKING:
+    from dfsu.config import RunConfig
 
 
 @dataclass
@@ -185,3 +189,25 @@ def sample_continuations(
                 results[prompt_index].append(tokenizer.decode(tokens, skip_special_tokens=True))
             bar.update(0, advance=len(batch))
     return results
+
+
+def sample_prompts(
+    model: Any, tokenizer: Any, prompts: list, cfg: RunConfig, device: Any
+) -> list[Sample]:
+    """K continuations per prompt with the evaluation's sampling settings, as scorable samples."""
+    ec = cfg.evaluation
+    generations = sample_continuations(
+        model,
+        tokenizer,
+        prompts,
+        num_samples=ec.num_samples,
+        top_p=ec.top_p,
+        top_k=ec.top_k,
+        temperature=ec.temperature,
+        seed=cfg.seed,
+        device=device,
+    )
+    return [
+        Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))
+        for p, g in zip(prompts, generations, strict=True)
+    ]

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer, T5ForConditionalGeneration
 
+from dfsu.components.models import load_causal_lm, pick_device
+from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import InverterConfig, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.inversion.cache import LogitRows, encode_for_target, save_rows, topk_logprobs
@@ -30,13 +32,9 @@ from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,
     create_run_dir,
-    file_hash,
     read_jsonl,
-    record_stage,
-    save_config,
     staged_dir,
 )
-from dfsu.target import load_causal_lm, pick_device, warmup_cosine
 from dfsu.ui import info, progress_bar
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -101,6 +99,68 @@ def mass_coverage(rows: LogitRows, mapping: torch.Tensor, unk_id: int) -> tuple[
     return float(probs.sum(-1).mean()), float((probs * known).sum(-1).mean())
 
 
+def _fit(
+    loop: TrainLoop, rows: LogitRows, labels_all: list[list[int]], ic: InverterConfig, seed: int
+) -> list[dict[str, Any]]:
+    """AdamW steps over shuffled texts, linear warm-up then cosine decay to 10 %."""
+    steps_per_epoch = math.ceil(len(labels_all) / ic.batch_size)
+    total = max(1, math.ceil(steps_per_epoch * ic.epochs))
+    inverter = loop.unwrapped()
+
+    def loss_of(idx: list[int]) -> tuple[torch.Tensor, dict]:
+        dist, mask = inverter.distributions(rows, idx, loop.device)
+        width = max(len(labels_all[i]) for i in idx)
+        labels = torch.full((len(idx), width), -100, dtype=torch.long)
+        for r, i in enumerate(idx):
+            labels[r, : len(labels_all[i])] = torch.tensor(labels_all[i])
+        loss = loop.model(dist, mask, labels.to(loop.device)).loss
+        return loss, {"loss": loss}
+
+    rng = random.Random(seed)
+    log: list[dict[str, Any]] = []
+    step = 0
+    loop.model.train()
+    with progress_bar(f"train inverter ({ic.positions})", total) as bar:
+        while step < total:
+            order = list(range(len(labels_all)))
+            rng.shuffle(order)
+            for start in range(0, len(order), ic.batch_size):
+                if step >= total:
+                    break
+                lr = warmup_cosine(step, total, ic.lr, ic.warmup_steps, floor=0.1)
+                loop.set_lr(lr)
+                logged = loop.step([loop.shard(order[start : start + ic.batch_size])], loss_of)
+                step += 1
+                log.append({"step": step, "lr": lr, **logged})
+                bar.update(0, advance=1, info=f"loss {logged['loss']:.3f}")
+    return log
+
+
+def _measure(predictions: list[str], texts: dict[str, list], sample: list[str]) -> dict[str, Any]:
+    """Held-out quality, overall and by kind, beside the best constant output."""
+    eval_general, eval_pii = texts["eval_general"], texts["eval_pii"]
+    eval_texts = eval_general + eval_pii
+    pred_general, pred_pii = predictions[: len(eval_general)], predictions[len(eval_general) :]
+    constant = best_constant(sample)
+    metrics: dict[str, Any] = quality(predictions, eval_texts)
+    baseline: dict[str, Any] = quality([constant] * len(eval_texts), eval_texts)
+    metrics["by_kind"] = {
+        "general": quality(pred_general, eval_general) if eval_general else None,
+        "pii": quality(pred_pii, eval_pii),
+    }
+    baseline["by_kind"] = {
+        "general": quality([constant] * len(eval_general), eval_general) if eval_general else None,
+        "pii": quality([constant] * len(eval_pii), eval_pii),
+    }
+    baseline["text"] = constant
+    return metrics | {
+        "constant_baseline": baseline,
+        "gain_token_f1": metrics["token_f1"] - baseline["token_f1"],
+        "gain_bleu": metrics["bleu"] - baseline["bleu"],
+        "entity_exact": entity_exact_share(pred_pii, texts["eval_pii_entities"]),
+    }
+
+
 def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
     """Stage: inverter tokenizer + vocab map + logit cache + T5 training + held-out quality."""
     started = time.time()
@@ -116,9 +176,9 @@ def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
     # Data: public texts only, each cut to what the target reads (max_length tokens).
     texts = public_texts(run, ic, target_tok, cfg.seed)
     train_texts = truncate(target_tok, texts["general"] + texts["pii"], ic.max_length)
-    eval_general = truncate(target_tok, texts["eval_general"], ic.max_length)
-    eval_pii = truncate(target_tok, texts["eval_pii"], ic.max_length)
-    eval_texts = eval_general + eval_pii
+    texts["eval_general"] = truncate(target_tok, texts["eval_general"], ic.max_length)
+    texts["eval_pii"] = truncate(target_tok, texts["eval_pii"], ic.max_length)
+    eval_texts = texts["eval_general"] + texts["eval_pii"]
     info(f"inverter data: {len(train_texts)} training texts, {len(eval_texts)} held out")
 
     # Inverter tokenizer (its own, or the local T5's) and the vocabulary map.
@@ -130,24 +190,17 @@ def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
     unk = inv_tok.unk_token_id if inv_tok.unk_token_id is not None else inv_tok.pad_token_id
 
     # Logit cache: top-k log-probs of the target at every position.
-    pad = target_tok.pad_token_id
-    train_rows = topk_logprobs(
-        target,
-        encode_for_target(target_tok, train_texts, ic.max_length),
-        ic.top_k,
-        pad,
-        device=device,
-        description="cache train logits",
-    )
-    eval_rows = topk_logprobs(
-        target,
-        encode_for_target(target_tok, eval_texts, ic.max_length),
-        ic.top_k,
-        pad,
-        device=device,
-        description="cache eval logits",
-    )
-    topk_mass, kept_mass = mass_coverage(eval_rows, mapping, unk)
+    rows = {}
+    for kind, group in (("train", train_texts), ("eval", eval_texts)):
+        rows[kind] = topk_logprobs(
+            target,
+            encode_for_target(target_tok, group, ic.max_length),
+            ic.top_k,
+            target_tok.pad_token_id,
+            device=device,
+            description=f"cache {kind} logits",
+        )
+    topk_mass, kept_mass = mass_coverage(rows["eval"], mapping, unk)
     target.to("cpu")
 
     # Model: a local T5 or a small one from config, under the soft-embedding head.
@@ -157,98 +210,42 @@ def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
         t5 = build_t5(len(inv_tok), ic.d_model, ic.num_layers, ic.num_heads, ic.d_ff)
     model = LogitInverter(t5, mapping, ic.positions, ic.num_soft_tokens).to(device)
     labels_all = inv_tok(train_texts, max_length=ic.max_length * 2, truncation=True)["input_ids"]
-
-    # Optimizer and schedule: AdamW, linear warm-up then cosine decay to 10%.
     optimizer = torch.optim.AdamW(model.parameters(), lr=ic.lr, weight_decay=ic.weight_decay)
-    steps_per_epoch = math.ceil(len(train_texts) / ic.batch_size)
-    total = max(1, math.ceil(steps_per_epoch * ic.epochs))
-
-    def lr_at(step: int) -> float:
-        return warmup_cosine(step, total, ic.lr, ic.warmup_steps, floor=0.1)
-
-    rng = random.Random(cfg.seed)
-    log: list[dict[str, Any]] = []
-    step = 0
-    model.train()
-    with progress_bar(f"train inverter ({ic.positions})", total) as bar:
-        while step < total:
-            order = list(range(len(train_texts)))
-            rng.shuffle(order)
-            for start in range(0, len(order), ic.batch_size):
-                if step >= total:
-                    break
-                idx = order[start : start + ic.batch_size]
-                dist, mask = model.distributions(train_rows, idx, device)
-                width = max(len(labels_all[i]) for i in idx)
-                labels = torch.full((len(idx), width), -100, dtype=torch.long)
-                for r, i in enumerate(idx):
-                    labels[r, : len(labels_all[i])] = torch.tensor(labels_all[i])
-                for group in optimizer.param_groups:
-                    group["lr"] = lr_at(step)
-                loss = model(dist, mask, labels.to(device)).loss
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                log.append({"step": step, "lr": lr_at(step - 1), "loss": loss.item()})
-                bar.update(0, advance=1, info=f"loss {loss.item():.3f}")
+    loop = TrainLoop(model, optimizer, cfg.target.device, clip=1.0, unused_parameters=True)
+    log = _fit(loop, rows["train"], labels_all, ic, cfg.seed)
+    model = loop.unwrapped()
 
     # Measure on held-out text, beside the best constant output.
-    predictions = decode_texts(model, inv_tok, eval_rows, ic, device)
-    pred_general, pred_pii = predictions[: len(eval_general)], predictions[len(eval_general) :]
+    predictions = decode_texts(model, inv_tok, rows["eval"], ic, loop.device)
     sample = random.Random(cfg.seed).sample(train_texts, min(300, len(train_texts)))
-    constant = best_constant(sample)
-    metrics: dict[str, Any] = quality(predictions, eval_texts)
-    baseline: dict[str, Any] = quality([constant] * len(eval_texts), eval_texts)
-    metrics["by_kind"] = {
-        "general": quality(pred_general, eval_general) if eval_general else None,
-        "pii": quality(pred_pii, eval_pii),
-    }
-    baseline["by_kind"] = {
-        "general": quality([constant] * len(eval_general), eval_general) if eval_general else None,
-        "pii": quality([constant] * len(eval_pii), eval_pii),
-    }
-    baseline["text"] = constant
-    metrics |= {
-        "constant_baseline": baseline,
-        "gain_token_f1": metrics["token_f1"] - baseline["token_f1"],
-        "gain_bleu": metrics["bleu"] - baseline["bleu"],
-        "entity_exact": entity_exact_share(pred_pii, texts["eval_pii_entities"]),
+    metrics = _measure(predictions, texts, sample) | {
         "vocab_coverage": 100 * vocab_coverage(mapping, unk),
         "mass_coverage": 100 * kept_mass,
         "topk_mass": 100 * topk_mass,
         "mode": ic.positions,
         "n_eval": len(eval_texts),
         "n_train": len(train_texts),
-        "steps": total,
-        "bytes_per_position": train_rows.bytes_per_position(),
+        "steps": len(log),
+        "bytes_per_position": rows["train"].bytes_per_position(),
         "dense_fp32_bytes_per_position": 4 * len(target_tok),
         "seconds": round(time.time() - started, 1),
     }
+    n_general = len(texts["eval_general"])
     examples = [
-        {"kind": "general" if i < len(eval_general) else "pii", "text": t, "inverted": p}
+        {"kind": "general" if i < n_general else "pii", "text": t, "inverted": p}
         for i, (t, p) in enumerate(zip(eval_texts, predictions, strict=True))
     ][:: max(1, len(eval_texts) // 20)]
 
     # Save: model + tokenizer + cache + logs, all at once.
-    model.to("cpu")
-    with staged_dir(run / "inverter") as out:
-        model.save_pretrained(out)
-        inv_tok.save_pretrained(out)
-        save_rows(out / "cache" / "train", train_rows, train_texts)
-        save_rows(out / "cache" / "eval", eval_rows, eval_texts)
-        atomic_write_jsonl(out / "train_log.jsonl", log)
-        atomic_write_json(out / "examples.json", examples)
-        atomic_write_json(out / "metrics.json", metrics)
-    save_config(run, cfg)
-    record_stage(
-        run,
-        "inverter",
-        {
-            "config": file_hash(run / "config.yaml"),
-            "target": file_hash(run / "target" / "model.safetensors"),
-        },
-        time.time() - started,
-    )
+    if loop.is_main:
+        model.to("cpu")
+        with staged_dir(run / "inverter") as out:
+            model.save_pretrained(out)
+            inv_tok.save_pretrained(out)
+            save_rows(out / "cache" / "train", rows["train"], train_texts)
+            save_rows(out / "cache" / "eval", rows["eval"], eval_texts)
+            atomic_write_jsonl(out / "train_log.jsonl", log)
+            atomic_write_json(out / "examples.json", examples)
+            atomic_write_json(out / "metrics.json", metrics)
+    loop.accelerator.wait_for_everyone()
     return run / "inverter"

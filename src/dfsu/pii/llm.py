@@ -136,7 +136,7 @@ class LocalBackend:
     """A local Hugging Face causal LM, greedy decoding."""
 
     def __init__(self, path: str, max_tokens: int = 256):
-        from dfsu.target import load_causal_lm
+        from dfsu.components.models import load_causal_lm
 
         self.model, self.tokenizer = load_causal_lm(path)
         self.model.eval()

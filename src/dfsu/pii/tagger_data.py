@@ -502,7 +502,7 @@ def make_records(
 
 def general_negatives(n: int, seed: int) -> list[PiiRecord]:
     """Sentences of generated general text: no PII spans."""
-    from dfsu.corpus import generate_documents
+    from dfsu.components.text import generate_documents
 
     out: list[PiiRecord] = []
     for doc in generate_documents(max(1, n // 4), seed + 99):

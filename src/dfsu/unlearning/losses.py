@@ -88,3 +88,8 @@ def npo_objective(
     gen = _masked_mean(token_loss, (1 - pii_mask) * valid_mask, eps)
     priv = _masked_mean(token_loss, mask, eps)
     return {"loss": npo + alpha * gen, "priv": priv, "gen": gen, "npo": npo}
+
+
+def retain_objective(retain_loss: torch.Tensor, retain_valid: torch.Tensor, eps: float = 1e-8):
+    """Descent on public text: the mean token loss on retain batches (added with a weight)."""
+    return _masked_mean(retain_loss, retain_valid, eps)

@@ -1,0 +1,64 @@
+"""Batches: packed LM blocks, padded batches with a PII mask, and their encoding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dfsu.masks import encode_with_mask
+
+
+def pack_documents(docs: list[list[int]], block_size: int, eos_id: int) -> list[list[int]]:
+    """Pack EOS-prefixed documents into blocks of at most block_size tokens.
+
+    A document is never split between blocks unless it is longer than a block, so each
+    injected record is seen whole, starting right after an EOS as at probe time.
+    """
+    blocks: list[list[int]] = []
+    current: list[int] = []
+    for ids in docs:
+        doc = [eos_id, *ids]
+        pieces = [doc[i : i + block_size] for i in range(0, len(doc), block_size)]
+        for piece in pieces:
+            if len(current) + len(piece) > block_size:
+                blocks.append(current)
+                current = []
+            current = current + piece
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def collate(blocks: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(len(b) for b in blocks)
+    ids = torch.full((len(blocks), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(blocks), width), dtype=torch.long)
+    for i, b in enumerate(blocks):
+        ids[i, : len(b)] = torch.tensor(b)
+        mask[i, : len(b)] = 1
+    labels = ids.masked_fill(mask == 0, -100)
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def encode_masked(tokenizer: Any, rows: list[dict[str, Any]], max_length: int) -> list[dict]:
+    """[{text, spans}] -> [{input_ids, pii}]: EOS + tokens and the PII token mask."""
+    out = []
+    for row in rows:
+        ids, mask = encode_with_mask(tokenizer, row["text"], row["spans"], max_length)
+        out.append({"input_ids": ids, "pii": mask})
+    return out
+
+
+def collate_masked(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Encoded items -> right-padded input_ids, attention_mask and a float PII mask."""
+    width = max(len(x["input_ids"]) for x in items)
+    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    pii = torch.zeros((len(items), width))
+    for i, x in enumerate(items):
+        n = len(x["input_ids"])
+        ids[i, :n] = torch.tensor(x["input_ids"])
+        attention[i, :n] = 1
+        pii[i, :n] = torch.tensor(x["pii"], dtype=torch.float)
+    return {"input_ids": ids, "attention_mask": attention, "pii": pii}

@@ -1,0 +1,109 @@
+"""HTML pieces shared by the run report, the sweep report and the audit page."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;
+text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+.ci{color:#888;font-size:.8em}mark{background:#ffd9a0;border-radius:3px;padding:0 2px}
+.box{border:1px solid #ddd;border-radius:6px;padding:.6rem;margin:.5rem 0;font-family:monospace;
+font-size:.9em;white-space:pre-wrap}.muted{color:#777}h2{margin-top:2rem}
+"""
+
+
+def label_table(rows: list[dict[str, Any]]) -> str:
+    """E-Hit per label: rows x labels, each cell hits/entities, shaded by the share hit."""
+    labels = sorted({label for r in rows for label in r.get("E_Hit_by_label") or {}})
+    if not labels:
+        return ""
+    head = "".join(f"<th>{html.escape(x)}</th>" for x in labels)
+    body = []
+    for row in rows:
+        by = row.get("E_Hit_by_label") or {}
+        cells = []
+        for label in labels:
+            v = by.get(label)
+            if v is None:
+                cells.append("<td>–</td>")
+                continue
+            alpha = v["pct"] / 100 * 0.6
+            cells.append(
+                f'<td style="background:rgba(220,60,40,{alpha:.2f})" title="{v["pct"]:.1f}%">'
+                f"{v['hit']}/{v['total']}</td>"
+            )
+        body.append(f"<tr><td>{html.escape(row['method'])}</td>{''.join(cells)}</tr>")
+    return f"<table><tr><th>method</th>{head}</tr>{''.join(body)}</table>"
+
+
+def scatter(
+    points: list[tuple[str, float, float]],
+    xlabel: str,
+    ylabel: str,
+    lines: dict[str, list[tuple[float, float]]] | None = None,
+) -> str:
+    """A small SVG scatter (and optional polylines), axes scaled to the data."""
+    xs = [p[1] for p in points] + [x for pts in (lines or {}).values() for x, _ in pts]
+    ys = [p[2] for p in points] + [y for pts in (lines or {}).values() for _, y in pts]
+    if not xs:
+        return "<p class=muted>no data</p>"
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = min(ys), max(ys)
+    x1, y1 = x1 + (x1 - x0) * 0.1 + 1e-9, y1 + (y1 - y0) * 0.1 + 1e-9
+    x0, y0 = x0 - (x1 - x0) * 0.05, y0 - (y1 - y0) * 0.05
+    w, h, m = 640, 360, 50
+
+    def sx(x: float) -> float:
+        return m + (x - x0) / (x1 - x0) * (w - 2 * m)
+
+    def sy(y: float) -> float:
+        return h - m - (y - y0) / (y1 - y0) * (h - 2 * m)
+
+    parts = [
+        f'<svg width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">',
+        f'<line x1="{m}" y1="{h - m}" x2="{w - m}" y2="{h - m}" stroke="#444"/>',
+        f'<line x1="{m}" y1="{m}" x2="{m}" y2="{h - m}" stroke="#444"/>',
+        f'<text x="{w / 2}" y="{h - 10}" text-anchor="middle">{html.escape(xlabel)}</text>',
+        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" '
+        f'text-anchor="middle">{html.escape(ylabel)}</text>',
+        f'<text x="{m}" y="{h - m + 16}" font-size="11">{x0:.2f}</text>',
+        f'<text x="{w - m}" y="{h - m + 16}" font-size="11" text-anchor="end">{x1:.2f}</text>',
+        f'<text x="{m - 4}" y="{h - m}" font-size="11" text-anchor="end">{y0:.1f}</text>',
+        f'<text x="{m - 4}" y="{m + 4}" font-size="11" text-anchor="end">{y1:.1f}</text>',
+    ]
+    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
+    for i, (name, pts) in enumerate((lines or {}).items()):
+        coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
+        color = palette[i % len(palette)]
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{color}" '
+            f'stroke-width="1.5" opacity=".7"><title>{html.escape(name)}</title></polyline>'
+        )
+        x, y = pts[-1]
+        parts.append(
+            f'<text x="{sx(x) + 4:.1f}" y="{sy(y):.1f}" font-size="11" '
+            f'fill="{color}">{html.escape(name)}</text>'
+        )
+    for name, x, y in points:
+        parts.append(
+            f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="5" fill="#333"/>'
+            f'<text x="{sx(x) + 7:.1f}" y="{sy(y) - 6:.1f}" font-size="12">'
+            f"{html.escape(name)}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def highlight(text: str, spans: list[tuple[int, int, str]]) -> str:
+    out, last = [], 0
+    for start, end, label in sorted(spans):
+        if start < last:
+            continue
+        out.append(html.escape(text[last:start]))
+        out.append(f'<mark title="{html.escape(label)}">{html.escape(text[start:end])}</mark>')
+        last = end
+    out.append(html.escape(text[last:]))
+    return "".join(out)

@@ -1,0 +1,68 @@
+"""Model loading from local directories, the device, and the precision to compute in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from dfsu.errors import DfsuError
+
+# dfsu draws its own progress bars; the library's per-load/save bars are noise here.
+transformers.utils.logging.disable_progress_bar()
+
+
+def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[Any, Any]:
+    """Model + tokenizer from a local directory; a clear error when it is not a causal LM."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DfsuError(f"{path}: not a model directory")
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise DfsuError(f"{path}: no readable model config ({str(exc).splitlines()[0]})") from None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            path, use_safetensors=True, trust_remote_code=trust_remote_code
+        )
+    except ValueError as exc:
+        kind = getattr(config, "model_type", "?")
+        raise DfsuError(
+            f"{path}: not a causal LM (model_type {kind!r}: {str(exc).splitlines()[0]})"
+        ) from None
+    except OSError as exc:
+        raise DfsuError(f"{path}: weights not loadable ({str(exc).splitlines()[0]})") from None
+    except Exception as exc:  # safetensors raises its own error type for a damaged file
+        if type(exc).__name__ != "SafetensorError":
+            raise
+        raise DfsuError(f"{path}: weights damaged or truncated ({exc})") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise DfsuError(f"{path}: no usable tokenizer ({str(exc).splitlines()[0]})") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise DfsuError("target.device: cuda requested but no CUDA device is available")
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA, nothing on CPU (fp32 is faster there)."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast("cpu", enabled=False)
+
+
+def mixed_precision(device: torch.device) -> str:
+    """accelerate's mixed-precision mode for a device: bf16 on CUDA, none on CPU."""
+    return "bf16" if device.type == "cuda" else "no"

@@ -1,0 +1,113 @@
+"""Learning-rate schedules and the training loop the stages share."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def warmup_cosine(step: int, total: int, lr: float, warmup: int, floor: float) -> float:
+    """Learning rate at a step: linear warm-up, then cosine decay to floor * lr."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+class TrainLoop:
+    """Optimizer steps under ``accelerate``: one process or several (``accelerate launch``),
+    bf16 autocast on CUDA, accumulation over micro-batches, clipping, the learning rate.
+
+    A stage builds its model and optimizer, hands them here, and calls ``step`` with this
+    process's micro-batches (``shard`` splits a batch between processes) and a function
+    that returns a micro-batch's mean loss and the values to log."""
+
+    def __init__(
+        self,
+        model: Any,
+        optimizer: Any,
+        device: str,
+        clip: float | None = None,
+        unused_parameters: bool = False,
+    ):
+        """``unused_parameters``: the model has weights no loss reaches (e.g. the inverter's
+        T5 token embeddings, bypassed by soft inputs), which data parallelism must know."""
+        from accelerate import Accelerator, DistributedDataParallelKwargs
+
+        from dfsu.components.models import pick_device
+
+        cpu = pick_device(device).type == "cpu"
+        self.accelerator = Accelerator(
+            cpu=cpu,
+            mixed_precision="no" if cpu else "bf16",
+            kwargs_handlers=[
+                DistributedDataParallelKwargs(find_unused_parameters=unused_parameters)
+            ],
+        )
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.clip = clip
+
+    @property
+    def device(self) -> torch.device:
+        return self.accelerator.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    def unwrapped(self) -> Any:
+        return self.accelerator.unwrap_model(self.model)
+
+    def prepare_loader(self, loader: Any) -> Any:
+        """A DataLoader that gives each process its own share of the data."""
+        return self.accelerator.prepare(loader)
+
+    def shard(self, items: list[Any]) -> list[Any]:
+        """This process's share of a batch (every process gets at least one item)."""
+        n, rank = self.accelerator.num_processes, self.accelerator.process_index
+        if n == 1:
+            return items
+        return items[rank::n] or items[rank % len(items) :][:1]
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def scale_lr(self, factor: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] *= factor
+
+    def reset_optimizer_state(self) -> None:
+        self.optimizer.optimizer.state.clear()
+
+    def step(
+        self,
+        micro_batches: list[Any],
+        loss_of: Callable[[Any], tuple[torch.Tensor, dict]],
+        weights: list[float] | None = None,
+    ) -> dict[str, float]:
+        """One optimizer step over micro-batches, each loss weighted by its share of the batch
+        (default: equal shares); returns the logged values, weighted alike.
+
+        Gradients are averaged over processes once, at the last micro-batch."""
+        weights = weights or [1 / len(micro_batches)] * len(micro_batches)
+        logged: dict[str, float] = {}
+        for i, (micro, weight) in enumerate(zip(micro_batches, weights, strict=True)):
+            last = i == len(micro_batches) - 1
+            sync = contextlib.nullcontext() if last else self.accelerator.no_sync(self.model)
+            with sync:
+                with self.accelerator.autocast():
+                    loss, parts = loss_of(micro)
+                self.accelerator.backward(loss * weight)
+            for k, v in parts.items():
+                value = float(v.detach()) if torch.is_tensor(v) else float(v)
+                logged[k] = logged.get(k, 0.0) + weight * value
+        if self.clip is not None:
+            self.accelerator.clip_grad_norm_(self.model.parameters(), self.clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return logged

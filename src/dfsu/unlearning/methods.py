@@ -1,0 +1,114 @@
+"""The unlearning methods: one entry each, from which the CLI's ``--method`` choices, the
+pipeline's rows and the README's method table are derived.
+
+A method is an objective over one batch's per-token losses (``Terms``; the math lives in
+``losses.py``) and what data it needs beside the forget batch. Adding a method is one
+``Method(...)`` entry below plus its loss function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dfsu.config import UnlearnConfig
+
+if TYPE_CHECKING:  # torch loads when a loss runs, so the CLI starts without it
+    import torch
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What an objective sees for one batch; every tensor is [B, T-1]."""
+
+    losses: torch.Tensor  # next-token losses of the model being trained, forget batch
+    valid: torch.Tensor  # 1 where a real token is predicted
+    pii: torch.Tensor  # 1 where that token is PII (annotated or gold spans)
+    reference: torch.Tensor | None = None  # the same losses with adapters off (needs_reference)
+    retain_losses: torch.Tensor | None = None  # losses on public text (needs_retain)
+    retain_valid: torch.Tensor | None = None
+
+
+Objective = Callable[[Terms, UnlearnConfig], "dict[str, torch.Tensor]"]
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str  # --method value
+    row: str  # the results row it produces on pseudo-PII
+    summary: str  # one line for --help and the README
+    objective: Objective
+    needs_reference: bool = False  # losses of the unadapted model on the forget batch
+    needs_retain: bool = False  # public text is part of the objective itself
+    keep: str = (
+        "proxy"  # kept check: "proxy" = highest held-out PII loss, "last" = last within bound
+    )
+
+
+def _pscu(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
+    from dfsu.unlearning.losses import pscu_objective
+
+    return pscu_objective(t.losses, t.pii, t.valid, uc.alpha, uc.beta)
+
+
+def _gen_only(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
+    from dfsu.unlearning.losses import pscu_objective
+
+    return pscu_objective(t.losses, t.pii, t.valid, uc.alpha, 0.0)
+
+
+def _ga(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
+    from dfsu.unlearning.losses import ga_objective
+
+    return ga_objective(t.losses, t.valid)
+
+
+def _npo(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
+    from dfsu.unlearning.losses import npo_objective
+
+    return npo_objective(t.losses, t.reference, t.pii, t.valid, uc.alpha, uc.npo_beta)
+
+
+def _graddiff(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
+    from dfsu.unlearning.losses import graddiff_objective
+
+    return graddiff_objective(t.losses, t.valid, t.retain_losses, t.retain_valid, uc.alpha, uc.beta)
+
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("pscu", "dfsu", "descent on context tokens, ascent on PII tokens (DFSU)", _pscu),
+        Method("ga", "ga", "ascent on whole sequences", _ga),
+        Method(
+            "gen_only",
+            "gen_only",
+            "pscu's data and budget without ascent (beta = 0): the control",
+            _gen_only,
+            # No privacy objective to select by: it keeps its last check within the bound.
+            keep="last",
+        ),
+        Method(
+            "npo",
+            "npo",
+            "NPO on PII tokens (reference: adapters off) + descent on context",
+            _npo,
+            needs_reference=True,
+        ),
+        Method(
+            "graddiff",
+            "graddiff",
+            "ascent on whole forget sequences, descent on public text",
+            _graddiff,
+            needs_retain=True,
+        ),
+    )
+}
+DATA = ("pseudo", "oracle")
+
+
+def get_method(name: str) -> Method:
+    if name not in METHODS:
+        raise ValueError(f"{name!r} is not one of {', '.join(METHODS)}")
+    return METHODS[name]

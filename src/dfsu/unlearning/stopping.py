@@ -1,0 +1,68 @@
+"""Early stopping of unlearning as a pure policy over the sequence of checks.
+
+A check is ``{"ppl": held-out perplexity, "pii_loss": held-out PII-token loss, ...}``;
+``checks[0]`` is taken before the first step, and a check at which the loop went back
+carries ``"backtrack": True``. Only checks within the perplexity bound may be kept. Beyond
+the bound the loop waits ``patience`` checks (public-text descent often brings perplexity
+back), then goes back to the last check within the bound at half the learning rate, at most
+``backtracks`` times (ascent tips into collapse within a few steps, so a fixed check
+interval overshoots), then stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Check = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StopRule:
+    bound: float  # perplexity above which a check is beyond the bound
+    patience: int = 0  # checks beyond the bound to wait before going back or stopping
+    backtracks: int = 0  # times to go back to the last check within the bound
+    keep: str = "proxy"  # "proxy": highest PII-token loss; "last": last check within bound
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # "continue" | "backtrack" | "stop"
+    keep: int  # index of the check whose adapter is kept so far
+    restore: int | None = None  # backtrack: the check to go back to
+    over: int = 0  # consecutive checks beyond the bound, ending at the last one
+
+
+def within(check: Check, rule: StopRule) -> bool:
+    return check["ppl"] <= rule.bound
+
+
+def kept_check(checks: Sequence[Check], rule: StopRule) -> int:
+    """The check to keep: among those within the bound, the highest PII-token loss (first on
+    ties) or, with ``keep="last"``, the last; 0 (the untouched adapter) when none is."""
+    good = [i for i, c in enumerate(checks) if within(c, rule)]
+    if not good:
+        return 0
+    if rule.keep == "last":
+        return good[-1]
+    return max(good, key=lambda i: (checks[i]["pii_loss"], -i))
+
+
+def decide(checks: Sequence[Check], rule: StopRule) -> Decision:
+    """What the loop does after the last check: go on, go back, or stop."""
+    keep = kept_check(checks, rule)
+    last = len(checks) - 1
+    if within(checks[last], rule):
+        return Decision("continue", keep)
+    over = 0  # consecutive checks beyond the bound since the last one within or the last backtrack
+    for i in range(last, 0, -1):
+        if within(checks[i], rule) or (i < last and checks[i].get("backtrack")):
+            break
+        over += 1
+    if over <= rule.patience:
+        return Decision("continue", keep, over=over)
+    if sum(1 for c in checks if c.get("backtrack")) < rule.backtracks:
+        restore = max(i for i, c in enumerate(checks) if within(c, rule))
+        return Decision("backtrack", keep, restore=restore, over=over)
+    return Decision("stop", keep, over=over)

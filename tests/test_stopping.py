@@ -1,0 +1,84 @@
+"""The early-stopping policy and the method registry, without a model."""
+
+from __future__ import annotations
+
+import torch
+
+from dfsu.config import UnlearnConfig
+from dfsu.unlearning.methods import METHODS, Terms
+from dfsu.unlearning.stopping import StopRule, decide, kept_check
+
+
+def _checks(*ppl_loss: tuple[float, float], backtrack_at: tuple[int, ...] = ()) -> list[dict]:
+    return [
+        {"ppl": p, "pii_loss": loss, **({"backtrack": True} if i in backtrack_at else {})}
+        for i, (p, loss) in enumerate(ppl_loss)
+    ]
+
+
+def test_within_the_bound_it_goes_on_and_keeps_the_highest_proxy():
+    rule = StopRule(bound=10.0)
+    checks = _checks((9, 1.0), (9.5, 3.0), (9.9, 2.0))
+    d = decide(checks, rule)
+    assert (d.action, d.keep, d.over) == ("continue", 1, 0)
+
+
+def test_ties_keep_the_first_and_last_keeps_the_last_within():
+    assert kept_check(_checks((9, 1.0), (9, 2.0), (9, 2.0)), StopRule(10.0)) == 1
+    checks = _checks((9, 1.0), (9, 5.0), (9.5, 0.5), (11, 9.0))
+    assert kept_check(checks, StopRule(10.0, keep="last")) == 2
+
+
+def test_beyond_the_bound_it_stops_and_never_keeps_a_check_beyond_it():
+    checks = _checks((9, 1.0), (9.5, 2.0), (12, 50.0))
+    d = decide(checks, StopRule(10.0))
+    assert (d.action, d.keep, d.over) == ("stop", 1, 1)
+
+
+def test_patience_waits_then_goes_back_to_the_last_check_within():
+    rule = StopRule(10.0, patience=1, backtracks=1)
+    checks = _checks((9, 1.0), (9.5, 2.0), (11, 5.0))
+    assert decide(checks, rule).action == "continue" and decide(checks, rule).over == 1
+    checks += _checks((12, 6.0))[0:1]
+    d = decide(checks, rule)
+    assert (d.action, d.restore, d.keep) == ("backtrack", 1, 1)
+    # After the backtrack, the count starts again; the budget of backtracks is spent.
+    checks[-1]["backtrack"] = True
+    checks.append({"ppl": 13, "pii_loss": 7.0})
+    assert decide(checks, rule).action == "continue"  # patience 1 again
+    checks.append({"ppl": 13, "pii_loss": 7.0})
+    assert decide(checks, rule).action == "stop"
+
+
+def test_back_within_the_bound_resets_the_count():
+    rule = StopRule(10.0, patience=1)
+    checks = _checks((9, 1.0), (11, 2.0), (9.9, 3.0), (11, 4.0))
+    d = decide(checks, rule)
+    assert (d.action, d.over, d.keep) == ("continue", 1, 2)
+
+
+def test_no_check_within_keeps_the_untouched_adapter():
+    assert kept_check(_checks((9, 1.0)), StopRule(8.0)) == 0
+
+
+def test_every_method_is_one_entry_with_a_working_objective():
+    uc = UnlearnConfig()
+    losses = torch.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+    ones = torch.ones(1, 3)
+    terms = Terms(
+        losses=losses,
+        valid=ones,
+        pii=torch.tensor([[0.0, 1.0, 0.0]]),
+        reference=torch.tensor([[1.0, 2.0, 3.0]]),
+        retain_losses=torch.tensor([[0.5, 0.5, 0.5]]),
+        retain_valid=ones,
+    )
+    assert [m.row for m in METHODS.values()] == ["dfsu", "ga", "gen_only", "npo", "graddiff"]
+    for method in METHODS.values():
+        parts = method.objective(terms, uc)
+        parts["loss"].backward()
+        assert losses.grad is not None and torch.isfinite(parts["loss"])
+        losses.grad = None
+    # pscu ascends the PII token (gradient -beta/1) and descends the context (+alpha/2 each).
+    METHODS["pscu"].objective(terms, UnlearnConfig(alpha=1.0, beta=1.0))["loss"].backward()
+    assert losses.grad.tolist() == [[0.5, -1.0, 0.5]]
