@@ -45,6 +45,7 @@ def test_run_writes_the_exact_files_and_every_row(reference):
         "eval",
         "inverter",
         "manifest.json",
+        "profile.json",
         "pseudo",
         "report.html",
         "results.json",
@@ -52,6 +53,17 @@ def test_run_writes_the_exact_files_and_every_row(reference):
         "target",
         "unlearned",
     ]
+    # The profile: every stage with its wall time and tokens; MFU for the training stages.
+    profile = json.loads((run / "profile.json").read_text())
+    manifest = json.loads((run / "manifest.json").read_text())["stages"]
+    assert set(profile["stages"]) == set(manifest) and profile["matmul"]["flops_per_s"] > 0
+    target = profile["stages"]["target"]
+    assert target["train_tokens"] > 0 and target["tokens"] >= target["train_tokens"]
+    assert 0 < target["mfu"] < 1.5 and target["tokens_per_s"] > 0
+    assert profile["stages"]["unlearn:oracle"]["mfu"] > 0
+    assert profile["stages"]["evaluate:original"]["tokens"] > 0
+    assert "mfu" not in profile["stages"]["evaluate:original"]
+    assert profile["stages"]["corpus"]["tokens"] == 0
     assert sorted(p.name for p in (run / "tagger").iterdir()) == [
         "metrics.json",
         "model.crfsuite",

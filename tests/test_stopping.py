@@ -6,7 +6,7 @@ import torch
 
 from dfsu.config import UnlearnConfig
 from dfsu.unlearning.methods import METHODS, Terms
-from dfsu.unlearning.stopping import StopRule, decide, kept_check
+from dfsu.unlearning.stopping import StopRule, confirmed_check, decide, kept_check
 
 
 def _checks(*ppl_loss: tuple[float, float], backtrack_at: tuple[int, ...] = ()) -> list[dict]:
@@ -82,3 +82,17 @@ def test_every_method_is_one_entry_with_a_working_objective():
     # pscu ascends the PII token (gradient -beta/1) and descends the context (+alpha/2 each).
     METHODS["pscu"].objective(terms, UnlearnConfig(alpha=1.0, beta=1.0))["loss"].backward()
     assert losses.grad.tolist() == [[0.5, -1.0, 0.5]]
+
+
+def test_a_kept_check_refuted_on_all_documents_gives_way_to_the_next_best():
+    rule = StopRule(10.0)
+    checks = _checks((9, 1.0), (9.5, 2.0), (9.8, 4.0), (9.9, 3.0))
+    measured = []
+
+    def all_docs(i):  # on all documents, check 2 is beyond the bound (here 10.5)
+        measured.append(i)
+        return {1: 10.0, 2: 11.0, 3: 10.4}[i]
+
+    assert confirmed_check(checks, rule, all_docs, bound=10.5) == 3 and measured == [2, 3]
+    assert confirmed_check(checks, rule, lambda i: 99.0, bound=10.5) == 0
+    assert confirmed_check(checks, rule, None, bound=10.5) == 2

@@ -640,8 +640,31 @@ def _print_results(run: Path, payload: dict) -> None:
         table.add_row(row["method"], *cells)
     console = Console()
     console.print(table)
+    _print_profile(run, console)
     total = sum(payload["timings"].values())
     console.print(f"{run}/results.json and {run}/report.html; stages took {total:.0f}s")
+
+
+def _print_profile(run: Path, console: Any) -> None:
+    """Per-stage wall time, tokens/s and MFU from RUN/profile.json."""
+    from rich.table import Table
+
+    path = run / "profile.json"
+    if not path.is_file():
+        return
+    profile = json.loads(path.read_text())
+    rate = (profile.get("matmul") or {}).get("flops_per_s")
+    title = "stages" + (f" (matmul {rate / 1e9:.0f} GFLOP/s measured)" if rate else "")
+    table = Table("stage", "seconds", "tokens/s", "GFLOP/s", "MFU", title=title)
+    for name, s in profile["stages"].items():
+        table.add_row(
+            name + ("" if s.get("computed", True) else " (reused)"),
+            f"{s['seconds']:.1f}",
+            f"{s['tokens_per_s']:,.0f}" if s.get("tokens_per_s") else "–",
+            f"{s['flops_per_s'] / 1e9:.1f}" if s.get("flops_per_s") else "–",
+            f"{100 * s['mfu']:.0f}%" if s.get("mfu") is not None else "–",
+        )
+    console.print(table)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

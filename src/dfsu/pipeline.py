@@ -19,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dfsu.config import SOURCES, RunConfig
+from dfsu.components import profiling
+from dfsu.config import SOURCES, RunConfig, config_to_dict
 from dfsu.errors import DfsuError
 from dfsu.rundir import (
     atomic_write_json,
@@ -82,6 +83,65 @@ class ConfigView:
         return getattr(self._cfg, name)
 
 
+class Profile:
+    """RUN/profile.json: per stage, wall seconds, tokens through the models and tokens/s, and
+    for training stages the achieved matmul FLOP/s against this process's measured matmul
+    rate (MFU). Stages that were up to date keep the entry of the run that computed them."""
+
+    def __init__(self, path: Path, config_hash: str):
+        self.path = path
+        old = json.loads(path.read_text()) if path.is_file() else {}
+        self.previous = old.get("stages", {}) if isinstance(old, dict) else {}
+        self.stages: dict[str, Any] = {}
+        self.config_hash = config_hash
+        self.matmul: dict[str, Any] | None = None
+
+    def _rate(self) -> dict[str, Any]:
+        if self.matmul is None:
+            from dfsu.components.models import pick_device
+
+            self.matmul = profiling.matmul_rate(pick_device("auto"))
+        return self.matmul
+
+    def measured(self, name: str, seconds: float, before: profiling.Counts) -> None:
+        now = profiling.snapshot()
+        tokens, train_tokens = now.tokens - before.tokens, now.train_tokens - before.train_tokens
+        entry: dict[str, Any] = {"seconds": seconds, "computed": True, "tokens": tokens}
+        entry["tokens_per_s"] = round(tokens / seconds, 1) if seconds > 0 and tokens else None
+        if train_tokens:
+            flops_per_s = (now.flops - before.flops) / max(seconds, 1e-9)
+            rate = self._rate()["flops_per_s"]
+            entry |= {
+                "train_tokens": train_tokens,
+                "flops": now.flops - before.flops,
+                "flops_per_s": flops_per_s,
+                "mfu": round(flops_per_s / rate, 4),
+            }
+        self.stages[name] = entry
+        self._write()
+
+    def reused(self, name: str) -> None:
+        if name in self.previous:
+            self.stages[name] = dict(self.previous[name], computed=False)
+
+    def _write(self) -> None:
+        atomic_write_json(
+            self.path,
+            {
+                "config_hash": self.config_hash,
+                "matmul": self.matmul,
+                "stages": self.stages,
+                "total_seconds": round(sum(s["seconds"] for s in self.stages.values()), 2),
+                "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            },
+        )
+
+    def finish(self) -> dict[str, Any]:
+        self._rate()
+        self._write()
+        return json.loads(self.path.read_text())
+
+
 class Stages:
     """Runs stage functions through the manifest: skip when current, record when done."""
 
@@ -91,6 +151,7 @@ class Stages:
         self.force = force
         self.path = run / "manifest.json"
         self.timings: dict[str, float] = {}
+        self.profile = Profile(run / "profile.json", _key(config_to_dict(cfg)))
 
     def __call__(
         self,
@@ -113,11 +174,13 @@ class Stages:
         ):
             info(f"[dim]{name}: up to date[/dim]")
             self.timings[name] = entry.get("seconds", 0.0)
+            self.profile.reused(name)
             return key
         info(f"[bold]{name}[/bold]")
-        started = time.time()
+        started, counts = time.time(), profiling.snapshot()
         fn(ConfigView(self.cfg, name, reads))  # type: ignore[arg-type]
         seconds = round(time.time() - started, 2)
+        self.profile.measured(name, seconds, counts)
         manifest = read_manifest(self.path)
         manifest.setdefault("stages", {})[name] = {
             "key": key,
@@ -171,6 +234,7 @@ def run_pipeline(
     }
     atomic_write_json(run / "results.json", payload)
     write_report(run, payload, show_pii=show_pii)
+    stage.profile.finish()
     owner_only(run)
     return payload
 

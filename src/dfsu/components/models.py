@@ -9,6 +9,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+from dfsu.components.profiling import track
 from dfsu.errors import DfsuError
 
 # dfsu draws its own progress bars; the library's per-load/save bars are noise here.
@@ -45,7 +46,7 @@ def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[A
         raise DfsuError(f"{path}: no usable tokenizer ({str(exc).splitlines()[0]})") from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
+    return track(model), tokenizer
 
 
 def pick_device(name: str) -> torch.device:

@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from dfsu.components import profiling
+
 
 def warmup_cosine(step: int, total: int, lr: float, warmup: int, floor: float) -> float:
     """Learning rate at a step: linear warm-up, then cosine decay to floor * lr."""
@@ -48,6 +50,10 @@ class TrainLoop:
                 DistributedDataParallelKwargs(find_unused_parameters=unused_parameters)
             ],
         )
+        profiling.track(model)
+        params = [p.numel() for p in model.parameters()]
+        trained = [p.numel() for p in model.parameters() if p.requires_grad]
+        self.trained_share = sum(trained) / max(1, sum(params))
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.clip = clip
 
@@ -95,6 +101,7 @@ class TrainLoop:
 
         Gradients are averaged over processes once, at the last micro-batch."""
         weights = weights or [1 / len(micro_batches)] * len(micro_batches)
+        before = profiling.snapshot()
         logged: dict[str, float] = {}
         for i, (micro, weight) in enumerate(zip(micro_batches, weights, strict=True)):
             last = i == len(micro_batches) - 1
@@ -106,6 +113,11 @@ class TrainLoop:
             for k, v in parts.items():
                 value = float(v.detach()) if torch.is_tensor(v) else float(v)
                 logged[k] = logged.get(k, 0.0) + weight * value
+        # The backward pass: input gradients (about one forward) plus weight gradients for the
+        # share of weights that train (all of them, or LoRA's few).
+        forward = profiling.COUNTS.flops - before.flops
+        profiling.COUNTS.flops += forward * (1 + self.trained_share)
+        profiling.COUNTS.train_tokens += profiling.COUNTS.tokens - before.tokens
         if self.clip is not None:
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.clip)
         self.optimizer.step()

@@ -29,6 +29,24 @@ def strided_windows(ids: list[int], window: int, stride: int) -> list[tuple[list
     return out
 
 
+def perplexity_pieces(
+    tokenizer: Any, texts: list[str], window: int, stride: int | None = None
+) -> list[tuple[list[int], int]]:
+    """Texts as scored pieces (EOS-prefixed ids, leading context-only tokens), shortest first:
+    what ``perplexity`` computes over, made once when the same texts are scored often."""
+    stride = stride or max(1, window // 2)
+    eos = tokenizer.eos_token_id
+    pieces: list[tuple[list[int], int]] = []
+    for text in texts:
+        ids = [eos, *tokenizer(text, add_special_tokens=False)["input_ids"]]
+        pieces += strided_windows(ids, window, stride)
+    return sorted(pieces, key=lambda p: len(p[0]))
+
+
+def default_window(model: Any) -> int:
+    return min(getattr(model.config, "max_position_embeddings", 1024), 1024)
+
+
 @torch.no_grad()
 def perplexity(
     model: Any,
@@ -44,20 +62,25 @@ def perplexity(
     Texts longer than ``window`` tokens are scored in strided windows (default: the model's
     context length, stride half of it), so every token is predicted with context.
     """
+    pieces = perplexity_pieces(tokenizer, texts, window or default_window(model), stride)
+    return perplexity_of(model, pieces, tokenizer.pad_token_id or 0, batch_size, device)
+
+
+@torch.no_grad()
+def perplexity_of(
+    model: Any,
+    pieces: list[tuple[list[int], int]],
+    pad_id: int,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Perplexity over pieces from ``perplexity_pieces``."""
     model.eval()
-    window = window or min(getattr(model.config, "max_position_embeddings", 1024), 1024)
-    stride = stride or max(1, window // 2)
-    eos = tokenizer.eos_token_id
-    pieces: list[tuple[list[int], int]] = []
-    for text in texts:
-        ids = [eos, *tokenizer(text, add_special_tokens=False)["input_ids"]]
-        pieces += strided_windows(ids, window, stride)
-    pieces.sort(key=lambda p: len(p[0]))
     total_nll, total_tokens = 0.0, 0
     for i in range(0, len(pieces), batch_size):
         chunk = pieces[i : i + batch_size]
         width = max(len(p) for p, _ in chunk)
-        ids = torch.full((len(chunk), width), tokenizer.pad_token_id or 0, dtype=torch.long)
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
         labels = torch.full_like(ids, -100)
         for row, (seq, context) in enumerate(chunk):

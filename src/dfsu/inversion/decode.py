@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer
 
+from dfsu.components.profiling import track
 from dfsu.config import InverterConfig
 from dfsu.errors import DfsuError
 from dfsu.inversion.cache import LogitRows, encode_for_target, topk_logprobs
@@ -56,7 +57,9 @@ def load_inverter(run: Path) -> tuple[LogitInverter, Any]:
     directory = run / "inverter"
     if not (directory / "config.json").is_file():
         raise DfsuError(f"{directory}: missing (run `dfsu train-inverter` first)")
-    return LogitInverter.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
+    inverter = LogitInverter.from_pretrained(directory)
+    track(inverter.t5)
+    return inverter, AutoTokenizer.from_pretrained(directory)
 
 
 def invert_texts(

@@ -19,6 +19,7 @@ import torch
 from transformers import AutoTokenizer, T5ForConditionalGeneration
 
 from dfsu.components.models import load_causal_lm, pick_device
+from dfsu.components.profiling import track
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import InverterConfig, RunConfig
 from dfsu.errors import DfsuError
@@ -208,7 +209,7 @@ def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
         t5 = T5ForConditionalGeneration.from_pretrained(ic.model, use_safetensors=True)
     else:
         t5 = build_t5(len(inv_tok), ic.d_model, ic.num_layers, ic.num_heads, ic.d_ff)
-    model = LogitInverter(t5, mapping, ic.positions, ic.num_soft_tokens).to(device)
+    model = LogitInverter(track(t5), mapping, ic.positions, ic.num_soft_tokens).to(device)
     labels_all = inv_tok(train_texts, max_length=ic.max_length * 2, truncation=True)["input_ids"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=ic.lr, weight_decay=ic.weight_decay)
     loop = TrainLoop(model, optimizer, cfg.target.device, clip=1.0, unused_parameters=True)

@@ -36,7 +36,7 @@ from typing import Any
 
 from dfsu.config import TaggerConfig
 from dfsu.errors import DfsuError
-from dfsu.pii.records import PiiRecord, Span
+from dfsu.pii.records import PiiRecord, Span, canonical_label
 from dfsu.rundir import atomic_write_json, staged_dir
 from dfsu.ui import info
 
@@ -246,13 +246,18 @@ def train_tagger(tc: TaggerConfig, out: str | Path) -> Path:
     started = time.time()
     out = Path(out)
     train, heldout = training_records(tc)
+    learned = {canonical_label(x) for x in tc.labels} if tc.labels else None
+
+    def kept(spans: list[Span]) -> list[Span]:
+        return [s for s in spans if learned is None or canonical_label(s.label) in learned]
+
     trainer = pycrfsuite.Trainer(verbose=False)
     n_words = 0
     for record in train:
         offsets = words(record.text)
         if offsets:
             tokens = [record.text[s:e] for s, e in offsets]
-            trainer.append(sentence_features(tokens), word_labels(record.spans, offsets))
+            trainer.append(sentence_features(tokens), word_labels(kept(record.spans), offsets))
             n_words += len(offsets)
     trainer.set_params(
         {
@@ -282,10 +287,10 @@ def train_tagger(tc: TaggerConfig, out: str | Path) -> Path:
             if trainer.logparser.last_iteration
             else None,
             "heldout_shapes": score_spans(
-                [r.spans for r in heldout], tagger.predict([r.text for r in heldout])
+                [kept(r.spans) for r in heldout], tagger.predict([r.text for r in heldout])
             ),
             "invented_names": score_spans(
-                [r.spans for r in invented], tagger.predict([r.text for r in invented])
+                [kept(r.spans) for r in invented], tagger.predict([r.text for r in invented])
             ),
         }
         atomic_write_json(tmp / "metrics.json", metrics)

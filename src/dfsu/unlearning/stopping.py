@@ -11,7 +11,8 @@ interval overshoots), then stops.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,3 +67,24 @@ def decide(checks: Sequence[Check], rule: StopRule) -> Decision:
         restore = max(i for i, c in enumerate(checks) if within(c, rule))
         return Decision("backtrack", keep, restore=restore, over=over)
     return Decision("stop", keep, over=over)
+
+
+def confirmed_check(
+    checks: Sequence[Check],
+    rule: StopRule,
+    ppl_all_docs: Callable[[int], float] | None,
+    bound: float,
+) -> int:
+    """The kept check when checks read a subset of the held-out documents: the policy's
+    choice among the checks not yet refuted, each measured on all documents in turn
+    (``ppl_all_docs(i)``) until one stays within ``bound`` there (check 0, the untouched
+    adapter, always does). Without ``ppl_all_docs``, ``kept_check``."""
+    if ppl_all_docs is None:
+        return kept_check(checks, rule)
+    refuted: set[int] = set()
+    while True:
+        candidates = [dict(c, ppl=math.inf) if i in refuted else c for i, c in enumerate(checks)]
+        keep = kept_check(candidates, rule)
+        if keep == 0 or ppl_all_docs(keep) <= bound:
+            return keep
+        refuted.add(keep)

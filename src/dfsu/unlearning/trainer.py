@@ -39,7 +39,7 @@ from dfsu.components.records import read_records
 from dfsu.components.training import TrainLoop
 from dfsu.config import RunConfig, UnlearnConfig
 from dfsu.errors import DfsuError
-from dfsu.evaluation.utility import perplexity
+from dfsu.evaluation.utility import default_window, perplexity_of, perplexity_pieces
 from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,
@@ -50,7 +50,7 @@ from dfsu.rundir import (
 from dfsu.ui import progress_bar
 from dfsu.unlearning.losses import retain_objective, token_losses
 from dfsu.unlearning.methods import DATA, METHODS, Method, Terms
-from dfsu.unlearning.stopping import StopRule, decide, kept_check, within
+from dfsu.unlearning.stopping import StopRule, confirmed_check, decide, within
 
 # PEFT still calls a transformers method that warns about its own deprecation on every load.
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
@@ -157,7 +157,11 @@ def _losses(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 def objective(
     method: Method, loop: TrainLoop, batch: dict, retain: dict | None, uc: UnlearnConfig
 ) -> dict[str, torch.Tensor]:
-    """The method's loss on one micro-batch, plus ``retain_weight`` x descent on public text."""
+    """The method's loss on one micro-batch, plus ``retain_weight`` x descent on public text.
+
+    Forward passes in a fixed order (forget batch, reference, retain batch): with LoRA
+    dropout each draws random numbers, and a run must replay exactly."""
+    losses = _losses(loop.model, batch)
     retain_losses = retain_valid = reference = None
     if method.needs_reference:
         with torch.no_grad(), loop.unwrapped().disable_adapter():
@@ -166,7 +170,7 @@ def objective(
         retain_losses = _losses(loop.model, retain)
         retain_valid = retain["attention_mask"][:, 1:].float()
     terms = Terms(
-        losses=_losses(loop.model, batch),
+        losses=losses,
         valid=batch["attention_mask"][:, 1:].float(),
         pii=batch["pii"][:, 1:],
         reference=reference,
@@ -204,10 +208,12 @@ def _data(
     if method.needs_retain or uc.retain_weight > 0:
         train_rows = read_jsonl(run / "data" / "train.jsonl")
         public = [{"text": r["text"], "spans": []} for r in train_rows if r.get("source") != "pii"]
+    eval_texts = [r["text"] for r in eval_rows][: uc.eval_docs]
     return {
         "train": train,
         "held": held,
-        "eval_texts": [r["text"] for r in eval_rows][: uc.eval_docs],
+        "eval_texts": eval_texts,
+        "check_texts": eval_texts[: uc.check_docs] if uc.check_docs else eval_texts,
         "retain": encode_masked(tokenizer, public, uc.max_length),
     }
 
@@ -223,14 +229,32 @@ def _loader(items: list[dict], uc: UnlearnConfig, pad: int, seed: int | None) ->
     )
 
 
-def _cycle(loader: Any) -> Iterator[dict]:
-    while True:
-        yield from loader
+class _Retain:
+    """Public-text batches, one per forget micro-batch; a fresh shuffle every epoch (and
+    whenever the public text runs out within one)."""
+
+    def __init__(self, loader: Any):
+        self.loader = loader
+        self.batches: Iterator[dict] = iter(())
+
+    def new_epoch(self) -> None:
+        self.batches = iter(self.loader)
+
+    def __next__(self) -> dict:
+        try:
+            return next(self.batches)
+        except StopIteration:
+            self.new_epoch()
+            return next(self.batches)
 
 
-def _steps(loader: Any, accumulation: int, epochs: int) -> Iterator[tuple[int, list[dict]]]:
+def _steps(
+    loader: Any, accumulation: int, epochs: int, retain: _Retain | None
+) -> Iterator[tuple[int, list[dict]]]:
     """(epoch, micro-batches of one optimizer step); an epoch's last step may be shorter."""
     for epoch in range(epochs):
+        if retain is not None:
+            retain.new_epoch()
         group: list[dict] = []
         for batch in loader:
             group.append(batch)
@@ -241,14 +265,26 @@ def _steps(loader: Any, accumulation: int, epochs: int) -> Iterator[tuple[int, l
             yield epoch, group
 
 
-def _train(loop: TrainLoop, method: Method, uc: UnlearnConfig, data: dict, check: Any, name: str):
-    """Optimizer steps, a check every ``eval_every``, and what ``decide`` says after each."""
+def _train(
+    loop: TrainLoop,
+    method: Method,
+    uc: UnlearnConfig,
+    data: dict,
+    check: Any,
+    name: str,
+    confirm: Any = None,
+):
+    """Optimizer steps, a check every ``eval_every``, and what ``decide`` says after each.
+
+    ``confirm``: with checks on a subset of the held-out documents, the perplexity on all of
+    them; the kept check is then the best one whose perplexity on all of them stays within
+    the bound (see ``_confirmed``)."""
     unwrapped = loop.unwrapped()
     pad = data["pad"]
     loader = loop.prepare_loader(_loader(data["train"], uc, pad, data["seed"]))
     retain = None
     if method.needs_retain or uc.retain_weight > 0:
-        retain = _cycle(loop.prepare_loader(_loader(data["retain"], uc, pad, None)))
+        retain = _Retain(loop.prepare_loader(_loader(data["retain"], uc, pad, None)))
     accumulation = uc.batch_size // uc.micro_batch_size
     per_epoch = math.ceil(len(loader) / accumulation)
     total = per_epoch * uc.epochs
@@ -259,6 +295,7 @@ def _train(loop: TrainLoop, method: Method, uc: UnlearnConfig, data: dict, check
         return parts["loss"], parts
 
     checks = [check(0, 0.0)]
+    start_ppl = confirm() if confirm else checks[0]["ppl"]
     bound = checks[0]["ppl"] * (1 + uc.max_ppl_increase)
     rule = StopRule(bound, uc.patience, uc.backtracks, keep=method.keep)
     states = {0: _lora_state(unwrapped)}  # adapters of the checks the policy may return to
@@ -266,7 +303,7 @@ def _train(loop: TrainLoop, method: Method, uc: UnlearnConfig, data: dict, check
     stop_reason, step = "budget spent", 0
     loop.model.train()
     with progress_bar(f"unlearn {name}", total) as bar:
-        for epoch, micros in _steps(loader, accumulation, uc.epochs):
+        for epoch, micros in _steps(loader, accumulation, uc.epochs, retain):
             step += 1
             entry: dict[str, Any] = {"step": step, "epoch": epoch, **loop.step(micros, loss_of)}
             if step % uc.eval_every == 0 or step == total:
@@ -288,7 +325,8 @@ def _train(loop: TrainLoop, method: Method, uc: UnlearnConfig, data: dict, check
                     if uc.backtracks:
                         stop_reason += f" (after {uc.backtracks} backtracks)"
                 last_good = max(i for i, c in enumerate(checks) if within(c, rule))
-                states = {i: s for i, s in states.items() if i in (decision.keep, last_good)}
+                if confirm is None:  # otherwise every check within may yet be kept
+                    states = {i: s for i, s in states.items() if i in (decision.keep, last_good)}
                 bar.update(0, info=f"ppl {now['ppl']:.2f} pii-loss {now['pii_loss']:.2f}")
                 if decision.action == "stop":
                     log.append(entry)
@@ -297,7 +335,14 @@ def _train(loop: TrainLoop, method: Method, uc: UnlearnConfig, data: dict, check
             bar.update(0, advance=1)
             if step >= total:
                 break
-    keep = kept_check(checks, rule)
+    full_bound = start_ppl * (1 + uc.max_ppl_increase)
+
+    def ppl_all_docs(i: int) -> float:
+        set_peft_model_state_dict(unwrapped, states[i])
+        checks[i]["ppl_all_docs"] = confirm()
+        return checks[i]["ppl_all_docs"]
+
+    keep = confirmed_check(checks, rule, ppl_all_docs if confirm else None, full_bound)
     set_peft_model_state_dict(unwrapped, states[keep])
     return {
         "checks": checks,
@@ -306,7 +351,9 @@ def _train(loop: TrainLoop, method: Method, uc: UnlearnConfig, data: dict, check
         "steps": step,
         "total": total,
         "stop_reason": stop_reason,
-        "bound": rule.bound,
+        "start_ppl": start_ppl,
+        "bound": full_bound,
+        "check_bound": rule.bound,
         "backtracks": sum(1 for c in checks if c.get("backtrack")),
     }
 
@@ -349,9 +396,16 @@ def unlearn(
     loop = TrainLoop(model, optimizer, cfg.target.device)
     tracker = _privacy_tracker(cfg, run, tokenizer, loop.device) if uc.track_privacy else None
 
+    window = default_window(model)
+    check_pieces = perplexity_pieces(tokenizer, texts["check_texts"], window)
+    all_pieces = perplexity_pieces(tokenizer, texts["eval_texts"], window)
+
+    def full_ppl() -> float:
+        return perplexity_of(loop.unwrapped(), all_pieces, texts["pad"], device=loop.device)
+
     def check(step: int, epoch: float) -> dict[str, Any]:
         unwrapped = loop.unwrapped()
-        ppl = perplexity(unwrapped, tokenizer, texts["eval_texts"], device=loop.device)
+        ppl = perplexity_of(unwrapped, check_pieces, texts["pad"], device=loop.device)
         proxy = pii_token_loss(unwrapped, texts["held"], texts["pad"], loop.device)
         result = {"step": step, "epoch": round(epoch, 3), "ppl": ppl, "pii_loss": proxy}
         if tracker is not None:
@@ -360,7 +414,8 @@ def unlearn(
         return result
 
     # Loop: optimizer steps with accumulation; checks and the stopping policy.
-    out = _train(loop, METHODS[method], uc, texts, check, name)
+    confirm = full_ppl if len(texts["check_texts"]) < len(texts["eval_texts"]) else None
+    out = _train(loop, METHODS[method], uc, texts, check, name, confirm)
     kept = out["checks"][out["keep"]]
     summary = {
         "name": name,
@@ -369,8 +424,9 @@ def unlearn(
         "steps": out["steps"],
         "total_steps": out["total"],
         "stop_reason": out["stop_reason"],
-        "start_ppl": out["checks"][0]["ppl"],
+        "start_ppl": out["start_ppl"],
         "ppl_bound": out["bound"],
+        "check_docs": len(texts["check_texts"]),
         "kept_step": kept["step"],
         "backtracks": out["backtracks"],
         "kept_check": kept,

@@ -1,0 +1,93 @@
+"""What each stage computed: tokens through every tracked model and the matmul FLOPs they
+cost, against a matmul rate measured in the same process (model FLOP utilisation, MFU).
+
+Forward passes are counted by a hook on each model the components load or build (``track``):
+2 x (parameters in matmuls) x tokens, padding included since it is computed. ``TrainLoop``
+adds the backward pass (2x forward when every weight trains, 1x under LoRA, where frozen
+weights need input gradients only). The counts are process-wide; the pipeline reads them
+around each stage.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch loads with the models, so the CLI starts without it
+    import torch
+
+
+@dataclass
+class Counts:
+    tokens: int = 0  # tokens through forward passes of tracked models
+    train_tokens: int = 0  # of which in training steps
+    flops: float = 0.0  # forward and backward matmul FLOPs
+
+
+COUNTS = Counts()
+
+
+def snapshot() -> Counts:
+    return Counts(COUNTS.tokens, COUNTS.train_tokens, COUNTS.flops)
+
+
+def matmul_params(model: Any) -> int:
+    """Parameters that take part in matmuls: all but input embeddings (a lookup)."""
+    total = sum(p.numel() for p in model.parameters())
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    if embeddings is not None and getattr(embeddings, "weight", None) is not None:
+        total -= embeddings.weight.numel()
+    return total
+
+
+def _size(value: Any) -> int:
+    shape = getattr(value, "shape", ())
+    return shape[0] * shape[1] if len(shape) >= 2 else 0
+
+
+def track(model: Any) -> Any:
+    """Count every forward pass of ``model`` in ``COUNTS`` (once per model). An
+    encoder-decoder's tokens each pass through about half its weights (encoder or decoder)."""
+    if any(getattr(m, "_dfsu_tracked", False) for m in model.modules()):
+        return model  # itself or a model inside it (PEFT, the inverter's T5) already counts
+    params = matmul_params(model)
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        params //= 2
+
+    def hook(module: Any, args: tuple, kwargs: dict) -> None:
+        first = args[0] if args else None
+        tokens = _size(kwargs.get("input_ids", first)) + _size(kwargs.get("inputs_embeds"))
+        decoder = kwargs.get("decoder_input_ids")
+        tokens += _size(decoder if decoder is not None else kwargs.get("labels"))
+        COUNTS.tokens += tokens
+        COUNTS.flops += 2.0 * params * tokens
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
+    model._dfsu_tracked = True
+    return model
+
+
+def matmul_rate(device: torch.device, seconds: float = 0.5) -> dict[str, Any]:
+    """The FLOP/s of square matmuls in the dtype training computes in (fp32 on CPU, bf16 on
+    CUDA): the yardstick for MFU on this machine."""
+    import torch
+
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    n = 4096 if device.type == "cuda" else 1024
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    (a @ b).sum().item()  # warm-up
+    runs, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        c = a @ b
+        runs += 1
+    c.sum().item()  # wait for the device
+    elapsed = time.perf_counter() - started
+    return {
+        "flops_per_s": 2.0 * n**3 * runs / elapsed,
+        "dtype": str(dtype).replace("torch.", ""),
+        "size": n,
+        "device": device.type,
+        "threads": torch.get_num_threads(),
+    }
