@@ -96,3 +96,15 @@ def test_a_kept_check_refuted_on_all_documents_gives_way_to_the_next_best():
     assert confirmed_check(checks, rule, all_docs, bound=10.5) == 3 and measured == [2, 3]
     assert confirmed_check(checks, rule, lambda i: 99.0, bound=10.5) == 0
     assert confirmed_check(checks, rule, None, bound=10.5) == 2
+
+
+def test_a_method_kept_by_its_last_check_stops_when_its_checks_stop_moving():
+    rule = StopRule(10.0, keep="last", plateau=3, plateau_tolerance=0.02)
+    moving = _checks((9, 10.0), (9, 9.0), (9, 8.0), (9, 7.9))
+    assert decide(moving, rule).action == "continue"  # 8.0 .. 7.9 still spans 9.0
+    flat = moving + _checks((9, 7.95))[:1]
+    d = decide(flat, rule)
+    assert (d.action, d.reason, d.keep) == ("stop", "plateau", 4)
+    # Kept by its privacy proxy, or with the rule off, a method never stops on a plateau.
+    assert decide(flat, StopRule(10.0, plateau=3)).action == "continue"
+    assert decide(flat, StopRule(10.0, keep="last")).action == "continue"

@@ -317,6 +317,12 @@ class UnlearnConfig:
         "held-out general documents for the perplexity check (null = all of them, the set the "
         "evaluation's perplexity is measured on, so the bound holds for the reported figure)",
     )
+    plateau_checks: int = _f(
+        0,
+        "methods kept by their last check (gen_only) stop once this many checks in a row moved "
+        "less than plateau_tolerance; 0: they run their whole budget",
+    )
+    plateau_tolerance: float = _f(0.02, "relative range of perplexity and PII-token loss")
     check_docs: int | None = _f(
         None,
         "held-out documents each check reads (the first of eval_docs), to make checks cheap; "
@@ -376,6 +382,8 @@ class UnlearnConfig:
         _check(
             self.check_docs is None or self.check_docs > 0, "unlearning.check_docs", "must be > 0"
         )
+        _check(self.plateau_checks >= 0, "unlearning.plateau_checks", "must be >= 0")
+        _check(self.plateau_tolerance >= 0, "unlearning.plateau_tolerance", "must be >= 0")
         _check(self.backtracks >= 0, "unlearning.backtracks", "must be >= 0")
         _check(self.patience >= 0, "unlearning.patience", "must be >= 0")
         _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")

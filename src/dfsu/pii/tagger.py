@@ -41,6 +41,8 @@ from dfsu.rundir import atomic_write_json, staged_dir
 from dfsu.ui import info
 
 FORMAT = 1
+# The class of entities a tagger with ``tagger.labels`` does not learn by name (never output).
+OTHER = "OTHER_PII"
 
 # Words: runs of non-space characters, with leading and trailing brackets, quotes and
 # sentence punctuation split off as words of their own ("(ann@x.org)." -> "(", "ann@x.org",
@@ -147,7 +149,7 @@ def decode_spans(text: str, offsets: list[tuple[int, int]], tags: list[str]) -> 
         elif tag != "O":
             spans.append([start, end, tag])
         previous = tag
-    return [Span(text[s:e], s, e, lab) for s, e, lab in spans]
+    return [Span(text[s:e], s, e, lab) for s, e, lab in spans if lab != OTHER]
 
 
 class Tagger:
@@ -251,13 +253,23 @@ def train_tagger(tc: TaggerConfig, out: str | Path) -> Path:
     def kept(spans: list[Span]) -> list[Span]:
         return [s for s in spans if learned is None or canonical_label(s.label) in learned]
 
+    def trained(spans: list[Span]) -> list[Span]:
+        # Entities of other labels stay entities, under one class that is never output:
+        # telling a name from a city is easier when the city is not a plain word.
+        if learned is None:
+            return spans
+        return [
+            s if canonical_label(s.label) in learned else Span(s.value, s.start, s.end, OTHER)
+            for s in spans
+        ]
+
     trainer = pycrfsuite.Trainer(verbose=False)
     n_words = 0
     for record in train:
         offsets = words(record.text)
         if offsets:
             tokens = [record.text[s:e] for s, e in offsets]
-            trainer.append(sentence_features(tokens), word_labels(kept(record.spans), offsets))
+            trainer.append(sentence_features(tokens), word_labels(trained(record.spans), offsets))
             n_words += len(offsets)
     trainer.set_params(
         {
@@ -273,7 +285,7 @@ def train_tagger(tc: TaggerConfig, out: str | Path) -> Path:
         train_seconds = time.time() - started
         reader = pycrfsuite.Tagger()
         reader.open(str(tmp / "model.crfsuite"))
-        labels = sorted(t for t in reader.labels() if t != "O")
+        labels = sorted(t for t in reader.labels() if t not in ("O", OTHER))
         reader.close()
         meta = {"format": FORMAT, "labels": labels}
         atomic_write_json(tmp / "tagger.json", meta | {"config": asdict(tc)})

@@ -25,6 +25,8 @@ class StopRule:
     patience: int = 0  # checks beyond the bound to wait before going back or stopping
     backtracks: int = 0  # times to go back to the last check within the bound
     keep: str = "proxy"  # "proxy": highest PII-token loss; "last": last check within bound
+    plateau: int = 0  # keep="last" only: stop once this many checks have stopped moving
+    plateau_tolerance: float = 0.02  # "stopped moving": relative range of both figures
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Decision:
     keep: int  # index of the check whose adapter is kept so far
     restore: int | None = None  # backtrack: the check to go back to
     over: int = 0  # consecutive checks beyond the bound, ending at the last one
+    reason: str = ""  # stop: "bound" or "plateau"
 
 
 def within(check: Check, rule: StopRule) -> bool:
@@ -55,6 +58,8 @@ def decide(checks: Sequence[Check], rule: StopRule) -> Decision:
     keep = kept_check(checks, rule)
     last = len(checks) - 1
     if within(checks[last], rule):
+        if _plateau(checks, rule):
+            return Decision("stop", keep, reason="plateau")
         return Decision("continue", keep)
     over = 0  # consecutive checks beyond the bound since the last one within or the last backtrack
     for i in range(last, 0, -1):
@@ -66,7 +71,23 @@ def decide(checks: Sequence[Check], rule: StopRule) -> Decision:
     if sum(1 for c in checks if c.get("backtrack")) < rule.backtracks:
         restore = max(i for i, c in enumerate(checks) if within(c, rule))
         return Decision("backtrack", keep, restore=restore, over=over)
-    return Decision("stop", keep, over=over)
+    return Decision("stop", keep, over=over, reason="bound")
+
+
+def _plateau(checks: Sequence[Check], rule: StopRule) -> bool:
+    """A method kept by its last check (no privacy objective to choose by) has nothing more
+    to show once its checks stop moving: the last ``plateau`` checks, all within the bound,
+    span less than ``plateau_tolerance`` (relative) in both perplexity and PII-token loss."""
+    if rule.keep != "last" or rule.plateau < 2 or len(checks) <= rule.plateau:
+        return False
+    window = checks[-rule.plateau :]
+    if not all(within(c, rule) for c in window):
+        return False
+    for key in ("ppl", "pii_loss"):
+        values = [c[key] for c in window]
+        if max(values) - min(values) > rule.plateau_tolerance * abs(sum(values) / len(values)):
+            return False
+    return True
 
 
 def confirmed_check(

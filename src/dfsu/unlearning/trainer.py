@@ -297,7 +297,14 @@ def _train(
     checks = [check(0, 0.0)]
     start_ppl = confirm() if confirm else checks[0]["ppl"]
     bound = checks[0]["ppl"] * (1 + uc.max_ppl_increase)
-    rule = StopRule(bound, uc.patience, uc.backtracks, keep=method.keep)
+    rule = StopRule(
+        bound,
+        uc.patience,
+        uc.backtracks,
+        keep=method.keep,
+        plateau=uc.plateau_checks,
+        plateau_tolerance=uc.plateau_tolerance,
+    )
     states = {0: _lora_state(unwrapped)}  # adapters of the checks the policy may return to
     log: list[dict[str, Any]] = []
     stop_reason, step = "budget spent", 0
@@ -320,6 +327,8 @@ def _train(
                     loop.scale_lr(0.5)
                     now["backtrack"] = True
                     entry["backtrack"] = sum(1 for c in checks if c.get("backtrack"))
+                elif decision.reason == "plateau":
+                    stop_reason = f"checks stopped moving ({uc.plateau_checks} checks)"
                 elif decision.action == "stop":
                     stop_reason = f"perplexity rose more than {uc.max_ppl_increase:.0%}"
                     if uc.backtracks:
