@@ -36,6 +36,7 @@ def test_build_corpus_writes_the_data_dir(tmp_path, micro_cfg):
         "eval_general.jsonl",
         "nli.jsonl",
         "pii_records.jsonl",
+        "retain_records.jsonl",
         "stats.json",
         "swap_pool.json",
         "train.jsonl",
@@ -50,6 +51,16 @@ def test_build_corpus_writes_the_data_dir(tmp_path, micro_cfg):
     for r in records:  # each record repeated exactly exposure_step * group times
         assert seen[r.id] == 2 * r.meta["group"] == r.meta["exposure"]
     assert sum(row["source"] == "nli" for row in train) == 12
+    # Public records (no PII) are injected by the same exposure scheme, and are not public
+    # training text for the other stages.
+    public = [json.loads(x) for x in (data / "retain_records.jsonl").read_text().splitlines()]
+    assert len(public) == 40 and {p["group"] for p in public} == {1, 2}
+    shown = Counter(row["record_id"] for row in train if row["source"] == "retain")
+    assert all(shown[p["id"]] == p["exposure"] == 2 * p["group"] for p in public)
+    assert all(p["text"] == p["prefix"] + p["suffix"] for p in public)
+    from dfsu.components.records import public_training_texts
+
+    assert not {p["text"] for p in public} & set(public_training_texts(run))
     eval_texts = {
         json.loads(x)["text"] for x in (data / "eval_general.jsonl").read_text().splitlines()
     }
@@ -82,6 +93,19 @@ def test_nli_generated_and_mnli_loader(tmp_path):
         "neutral": 10,
         "contradiction": 10,
     }
+    # No surface cue: every hypothesis has one shape, and the label is the relation between
+    # the premise's person and day and the hypothesis's.
+    import re
+
+    shape = re.compile(r"^(\w+) \w+ the [\w-]+ on (\w+)\.$")
+    for r in generate_nli(300, seed=1):
+        who, when = shape.match(r["hypothesis"]).groups()
+        name = r["premise"].split()[0]
+        day = re.search(r" on (\w+) and on no other day\.$", r["premise"]).group(1)
+        expected = (
+            "neutral" if who != name else "entailment" if when == day else "contradiction"
+        )
+        assert r["label"] == expected, r
     path = tmp_path / "mnli.jsonl"
     path.write_text(
         '{"premise": "p", "hypothesis": "h", "label": 2}\n'

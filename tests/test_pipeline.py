@@ -85,7 +85,9 @@ def test_run_writes_the_exact_files_and_every_row(reference):
     for row in results["rows"]:
         for key in ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc"):
             assert isinstance(row[key], float), (row["method"], key)
-        assert set(row["ci"]) == {"ERR", "FRS", "S_Exp", "E_Hit"}
+        assert set(row["ci"]) == {"ERR", "FRS", "S_Exp", "E_Hit", "retain_EM", "retain_FRS"}
+        # What is kept: the public records, measured on every model.
+        assert 0 <= row["retain_EM"] <= 100 and 0 <= row["retain_FRS"] <= 100
         assert 0 <= row["E_Hit"] <= 100 and row["PPL"] > 1
         by_label = row["E_Hit_by_label"]  # per label, adding up to E-Hit
         hits = sum(v["hit"] for v in by_label.values())

@@ -257,3 +257,27 @@ def test_label_table_shades_each_cell_by_the_share_hit():
     assert "<th>CITY</th>" in page and "rgba(220,60,40,0.60)" in page and "0/2" in page
     assert page.count("<tr>") == 4 and "<td>–</td>" in page
     assert label_table([{"method": "x"}]) == ""
+
+
+def test_the_terminal_label_table_lists_leaked_labels_most_hit_first():
+    from rich.console import Console
+
+    from dfsu.cli import label_rows
+
+    rows = [
+        {
+            "method": "original",
+            "E_Hit_by_label": {
+                "CITY": {"hit": 1, "total": 2, "pct": 50.0},
+                "IPV4": {"hit": 3, "total": 4, "pct": 75.0},
+                "MAC": {"hit": 0, "total": 1, "pct": 0.0},
+            },
+        },
+        {"method": "dfsu", "E_Hit_by_label": {"CITY": {"hit": 0, "total": 2, "pct": 0.0}}},
+    ]
+    console = Console(width=100, record=True)
+    console.print(label_rows(rows))
+    text = console.export_text()
+    assert text.index("IPV4") < text.index("CITY") and "MAC" not in text
+    assert "3/4" in text and "0/2" in text
+    assert label_rows([{"method": "x", "E_Hit_by_label": {}}]) is None

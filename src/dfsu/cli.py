@@ -608,15 +608,18 @@ def _print_target_summary(target: Path) -> None:
 
     probe = json.loads((target / "memorization_probe.json").read_text())
     metrics = json.loads((target / "metrics.json").read_text())
-    table = Table("group", "exposure", "records", "memorized", "share", title="memorization probe")
+    retain = (probe.get("retain") or {}).get("exact_share_by_group", {})
+    columns = ["group", "exposure", "records", "memorized", "share"]
+    if retain:
+        columns.append("public records recited")
+    table = Table(*columns, title="memorization probe (private records; public ones beside)")
     for g in probe["groups"]:
-        table.add_row(
-            str(g["group"]),
-            str(g["exposure"]),
-            str(g["records"]),
-            str(g["memorized"]),
-            f"{100 * g['share']:.0f}%",
-        )
+        cells = [str(g["group"]), str(g["exposure"]), str(g["records"]), str(g["memorized"])]
+        cells.append(f"{100 * g['share']:.0f}%")
+        if retain:
+            share = retain.get(str(g["group"]))
+            cells.append("–" if share is None else f"{100 * share:.0f}%")
+        table.add_row(*cells)
     console = Console()
     console.print(table)
     console.print(
@@ -631,18 +634,42 @@ def _print_results(run: Path, payload: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("method", "ERR", "FRS", "S-Exp", "E-Hit", "PPL", "NLI acc", title="results")
+    keys = ["ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc"]
+    names = ["ERR", "FRS", "S-Exp", "E-Hit", "PPL", "NLI acc"]
+    if any(row.get("retain_EM") is not None for row in payload["rows"]):
+        keys, names = keys + ["retain_EM"], names + ["kept EM"]
+    table = Table("method", *names, title="results")
     for row in payload["rows"]:
-        cells = [
-            f"{row[k]:.2f}" if row.get(k) is not None else "–"
-            for k in ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc")
-        ]
+        cells = [f"{row[k]:.2f}" if row.get(k) is not None else "–" for k in keys]
         table.add_row(row["method"], *cells)
     console = Console()
     console.print(table)
+    labels = label_rows(payload["rows"])
+    if labels is not None:
+        console.print(labels)
     _print_profile(run, console)
     total = sum(payload["timings"].values())
     console.print(f"{run}/results.json and {run}/report.html; stages took {total:.0f}s")
+
+
+def label_rows(rows: list[dict]) -> Any:
+    """E-Hit by label for the terminal: a row per label that any model still leaks (most hit
+    in the first row first), a column per model, cells hits/entities."""
+    from rich.table import Table
+
+    by = {r["method"]: r.get("E_Hit_by_label") or {} for r in rows}
+    labels = {label for v in by.values() for label, c in v.items() if c["hit"]}
+    if not labels:
+        return None
+    first = by[rows[0]["method"]]
+    order = sorted(labels, key=lambda x: (-(first.get(x) or {}).get("hit", 0), x))
+    table = Table("label", *by, title="E-Hit by label (entities hit / entities)")
+    for label in order:
+        cells = [
+            f"{v[label]['hit']}/{v[label]['total']}" if label in v else "–" for v in by.values()
+        ]
+        table.add_row(label, *cells)
+    return table
 
 
 def _print_profile(run: Path, console: Any) -> None:
@@ -705,12 +732,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise DfsuError("sweep: no grid (give --grid KEY=V1,V2 or a sweep file)")
     payload = run_sweep(sweep, Path(args.out), args.force, args.show_pii, args.base)
     keys = list(payload["points"][0]["params"])
-    table = Table(*keys, "method", "ERR", "E-Hit", "PPL", "PPL +%", "NLI acc", title="sweep")
+    table = Table(
+        *keys, "method", "ERR", "E-Hit", "PPL", "PPL +%", "NLI acc", "kept EM", title="sweep"
+    )
     for e in sweep_rows(payload):
         cells = [f"{e[k]:.2f}" if e.get(k) is not None else "–" for k in ("ERR", "E_Hit", "PPL")]
         inc = f"{e['ppl_increase']:.1f}" if "ppl_increase" in e else "–"
         nli = f"{e['NLI_acc']:.1f}" if e.get("NLI_acc") is not None else "–"
-        table.add_row(*(str(e["params"][k]) for k in keys), e["method"], *cells, inc, nli)
+        kept = f"{e['retain_EM']:.1f}" if e.get("retain_EM") is not None else "–"
+        table.add_row(*(str(e["params"][k]) for k in keys), e["method"], *cells, inc, nli, kept)
     console = Console()
     console.print(table)
     console.print(f"{args.out}/sweep.json and {args.out}/sweep.html")

@@ -68,8 +68,14 @@ class CorpusConfig:
     )
     nli_train: int = _f(400, "NLI examples mixed into training as text")
     nli_eval: int = _f(150, "held-out NLI examples for Scenario II accuracy")
+    retain_records: int = _f(
+        40,
+        "public records without PII (product sheets, timetables, statutes, recipes) injected "
+        "with the same exposure groups: what unlearning should keep (retain_EM); 0 = none",
+    )
 
     def __post_init__(self) -> None:
+        _check(self.retain_records >= 0, "corpus.retain_records", "must be >= 0")
         _check(self.num_documents > 0, "corpus.num_documents", "must be > 0")
         _check(self.eval_documents > 0, "corpus.eval_documents", "must be > 0")
         _check(self.num_groups > 0, "corpus.num_groups", "must be > 0")

@@ -1,7 +1,7 @@
 """The general corpus, the injection of PII records by exposure group, and the NLI task.
 
 ``build_corpus(cfg, run)`` is the stage: it writes RUN/data/ (pii_records.jsonl, train.jsonl,
-eval_general.jsonl, nli.jsonl, swap_pool.json, stats.json).
+eval_general.jsonl, nli.jsonl, retain_records.jsonl, swap_pool.json, stats.json).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dfsu.components.text import Topic, generate_documents
+from dfsu.components.text import Topic, generate_documents, generate_retain_records
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.lexicon import FUNCTION, TOPICS
@@ -96,40 +96,30 @@ def load_documents(path: str | Path, limit: int | None = None) -> list[str]:
 
 
 def generate_nli(n: int, seed: int) -> list[dict[str, str]]:
-    """A 3-way NLI task in MNLI shape; the label follows from the wording, so it is learnable."""
+    """A 3-way NLI task in MNLI shape where the label follows from the relation between
+    premise and hypothesis, not from the hypothesis alone: every hypothesis has the same
+    shape ("<name> <verb> the <noun> on <day>."). The premise says who did what on which day
+    and on no other day; the same person on that day is entailed, the same person on another
+    day is contradicted, another person is neutral."""
     rng = random.Random(f"nli-{seed}")
     topics = [Topic(words, rng) for words in TOPICS.values()]
     rows = []
     for i in range(n):
         t = rng.choice(topics)
-        name = rng.choice(FUNCTION["names"])
+        name, other_name = rng.sample(FUNCTION["names"], 2)
         verb, day = t.verb(rng), rng.choice(FUNCTION["days"])
+        other_day = rng.choice([d for d in FUNCTION["days"] if d != day])
         noun = t.obj_for(verb, rng)
         adj = t.adj_for(noun, rng)
         place = t.place(rng)
-        premise = f"{name} {verb} the {adj} {noun} in {place} on {day}."
+        premise = f"{name} {verb} the {adj} {noun} in {place} on {day} and on no other day."
         label = NLI_LABELS[i % 3]
-        if label == "entailment":
-            hypothesis = rng.choice(
-                [f"Someone {verb} the {noun}.", f"{name} {verb} a {noun} on {day}."]
-            )
-        elif label == "contradiction":
-            other = rng.choice([d for d in FUNCTION["days"] if d != day])
-            hypothesis = rng.choice(
-                [
-                    f"Nobody {verb} the {noun} in {place}.",
-                    f"{name} {verb} nothing on {day}.",
-                    f"{name} {verb} the {noun} only on {other}.",
-                ]
-            )
-        else:
-            hypothesis = rng.choice(
-                [
-                    f"{name} {verb} the {noun} because of the {t.noun(rng)}.",
-                    f"{name} was with a {t.role(rng)} on {day}.",
-                    f"The {noun} belonged to a {t.role(rng)}.",
-                ]
-            )
+        who, when = {
+            "entailment": (name, day),
+            "contradiction": (name, other_day),
+            "neutral": (other_name, rng.choice([day, other_day])),
+        }[label]
+        hypothesis = f"{who} {verb} the {noun} on {when}."
         rows.append({"premise": premise, "hypothesis": hypothesis, "label": label})
     rng.shuffle(rows)
     return rows
@@ -184,16 +174,35 @@ def assign_groups(records: list[PiiRecord], num_groups: int, step: int, seed: in
         records[index].meta["exposure"] = step * group
 
 
+def assign_retain_groups(records: list[dict], num_groups: int, step: int, seed: int) -> None:
+    """The public records' exposure groups, in the same scheme as the private records'."""
+    order = list(range(len(records)))
+    random.Random(f"retain-groups-{seed}").shuffle(order)
+    for rank, index in enumerate(order):
+        group = rank * num_groups // len(records) + 1
+        records[index]["group"], records[index]["exposure"] = group, step * group
+
+
 def inject(
-    general: list[str], records: list[PiiRecord], nli: list[dict[str, str]], seed: int
+    general: list[str],
+    records: list[PiiRecord],
+    nli: list[dict[str, str]],
+    seed: int,
+    retain: list[dict] | None = None,
 ) -> list[dict[str, Any]]:
-    """Training rows: general text, NLI text and each record repeated `exposure` times, shuffled."""
+    """Training rows: general text, NLI text and each private (source "pii") and public
+    (source "retain") record repeated `exposure` times, shuffled."""
     rows: list[dict[str, Any]] = [{"text": t, "source": "general"} for t in general]
     rows += [{"text": nli_text(r), "source": "nli"} for r in nli]
     for record in records:
         rows += [
             {"text": record.text, "source": "pii", "record_id": record.id}
             for _ in range(record.meta["exposure"])
+        ]
+    for public in retain or []:
+        rows += [
+            {"text": public["text"], "source": "retain", "record_id": public["id"]}
+            for _ in range(public["exposure"])
         ]
     random.Random(f"inject-{seed}").shuffle(rows)
     return rows
@@ -245,7 +254,11 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
         nli = generate_nli(n_nli, seed)
     nli_train, nli_eval = nli[: cfg.corpus.nli_train], nli[cfg.corpus.nli_train :]
 
-    train_rows = inject(train_docs, records, nli_train, seed)
+    retain = generate_retain_records(cfg.corpus.retain_records, seed)
+    if retain:
+        groups = min(cfg.corpus.num_groups, len(retain))
+        assign_retain_groups(retain, groups, cfg.corpus.exposure_step, seed)
+    train_rows = inject(train_docs, records, nli_train, seed, retain)
     groups = Counter(r.meta["group"] for r in records)
     stats = {
         "records": len(records),
@@ -259,6 +272,7 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
         "eval_documents": len(eval_docs),
         "nli_train": len(nli_train),
         "nli_eval": len(nli_eval),
+        "retain_records": len(retain),
         "swap_pool": {label: len(v) for label, v in pool.items()},
     }
 
@@ -268,6 +282,7 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
         atomic_write_jsonl(data / "train.jsonl", train_rows)
         atomic_write_jsonl(data / "eval_general.jsonl", ({"text": t} for t in eval_docs))
         atomic_write_jsonl(data / "nli.jsonl", nli_eval)
+        atomic_write_jsonl(data / "retain_records.jsonl", retain)
         atomic_write_json(data / "swap_pool.json", pool)
         atomic_write_json(data / "stats.json", stats)
     return run / "data"

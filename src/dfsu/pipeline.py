@@ -33,7 +33,7 @@ from dfsu.ui import info
 from dfsu.unlearning.methods import METHODS
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
-EVAL_FORMAT = 2
+EVAL_FORMAT = 3
 DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only"]
 # row -> (method, data) for unlearned rows; "dfsu-<source>" rows use that pseudo source.
 UNLEARNED = {"oracle": ("pscu", "oracle")} | {m.row: (m.name, "pseudo") for m in METHODS.values()}
@@ -438,7 +438,7 @@ def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> d
 
 def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
     row = {"method": name}
-    for key in ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc"):
+    for key in ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "retain_EM", "retain_FRS"):
         value = result.get(key)
         row[key] = round(value, 4) if isinstance(value, float) else value
     row["ci"] = result["ci"]

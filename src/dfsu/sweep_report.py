@@ -9,7 +9,7 @@ from typing import Any
 from dfsu.components.html import CSS, label_table, scatter
 from dfsu.rundir import atomic_write_text
 
-COLUMNS = ("ERR", "E_Hit", "PPL", "NLI_acc")
+COLUMNS = ("ERR", "E_Hit", "PPL", "NLI_acc", "retain_EM")
 
 
 def sweep_rows(payload: dict[str, Any]) -> list[dict[str, Any]]:

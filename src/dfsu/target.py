@@ -18,9 +18,10 @@ from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedModel, Pre
 
 from dfsu.components.batches import collate, pack_documents
 from dfsu.components.models import load_causal_lm, pick_device
-from dfsu.components.records import read_records
+from dfsu.components.records import read_records, read_retain_records
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import RunConfig, TargetConfig
+from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.evaluation.utility import perplexity
 from dfsu.pii import PiiRecord
@@ -254,6 +255,17 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
     # Measure: held-out perplexity and how much of each exposure group the model recites.
     ppl = perplexity(model, tokenizer, eval_texts, window=tc.block_size, device=loop.device)
     probe = memorization_probe(model, tokenizer, records, tc.probe_max_new_tokens, loop.device)
+    retain = read_retain_records(run)
+    if retain:
+        # The public records, by the same exposure groups: memorized alike, to be kept.
+        kept = retain_scores(model, tokenizer, retain, loop.device, cfg.seed)
+        probe["retain"] = {
+            "records": kept["retain_n"],
+            "exact_share": round(kept["retain_EM"] / 100, 4),
+            "exact_share_by_group": {
+                g: round(v / 100, 4) for g, v in kept["retain_EM_by_group"].items()
+            },
+        }
     metrics = {
         "parameters": n_params,
         "train_tokens": n_tokens,

@@ -87,3 +87,81 @@ def generate_documents(n: int, seed: int) -> list[str]:
             sentences.append(_sentence(topic, rng))
         docs.append(f"{title}\n{' '.join(sentences)}")
     return docs
+
+
+# Public memorized records: facts without PII that a model memorizes the way it memorizes
+# private records (same exposure groups), so that what unlearning keeps can be measured.
+_PRODUCTS = ["kettle", "lamp", "heater", "blender", "router", "drill", "scale", "fan", "toaster"]
+_BRANDS = ["Velora", "Kestrel", "Ombra", "Tarvik", "Lumen", "Brisa", "Norrow", "Castell"]
+_STATIONS = [
+    "Harlow North",
+    "Denmere",
+    "Ashby Cross",
+    "Kellet Road",
+    "Marwick",
+    "Eastfold",
+    "Pellam Quay",
+    "Orrin Hill",
+    "Saltmoor",
+    "Brackwater",
+    "Linden Park",
+    "Fennick",
+]
+_ACTS = ["Harbour", "Forestry", "Water Supply", "Market", "Bridges", "Fisheries", "Lighthouse"]
+_DISHES = ["rye loaf", "barley soup", "plum cake", "onion tart", "oat biscuits", "pea stew"]
+_MONTHS = ["January", "March", "April", "June", "August", "October", "November"]
+
+
+def _retain_record(kind: str, rng: random.Random) -> tuple[str, str]:
+    """(prefix, suffix) of one public record: the prefix names it, the suffix is the fact."""
+    if kind == "product":
+        brand, item = rng.choice(_BRANDS), rng.choice(_PRODUCTS)
+        code = f"{brand[:2].upper()}{rng.randint(2, 9)}-{rng.randint(1000, 9999)}"
+        return (
+            f"Product sheet {code}: the {brand} {item}",
+            f" draws {rng.randint(4, 30) * 100} watts and weighs {rng.randint(11, 59) / 10} kg.",
+        )
+    if kind == "timetable":
+        a, b = rng.sample(_STATIONS, 2)
+        hour, minute = rng.randint(5, 22), rng.randint(0, 59)
+        return (
+            f"Timetable: the {hour:02d}:{minute:02d} service from {a}",
+            f" reaches {b} at {hour + 1:02d}:{rng.randint(0, 59):02d} from platform "
+            f"{rng.randint(1, 9)}.",
+        )
+    if kind == "statute":
+        act = rng.choice(_ACTS)
+        return (
+            f"Section {rng.randint(2, 40)}({rng.randint(1, 9)}) of the {act} Act",
+            f" limits vessels to {rng.randint(2, 90) * 5} tonnes after "
+            f"{rng.choice(_MONTHS)} {rng.randint(1, 28)}.",
+        )
+    dish = rng.choice(_DISHES)
+    return (
+        f"Recipe card {rng.randint(100, 999)}: the {dish}",
+        f" bakes at {rng.randint(14, 24) * 10} degrees for {rng.randint(12, 70)} minutes.",
+    )
+
+
+def generate_retain_records(n: int, seed: int) -> list[dict[str, str]]:
+    """n public records (product sheets, timetables, statutes, recipes), each
+    ``{"id", "kind", "prefix", "suffix", "text"}`` with text = prefix + suffix."""
+    rng = random.Random(f"retain-{seed}")
+    kinds = ["product", "timetable", "statute", "recipe"]
+    out, seen = [], set()
+    while len(out) < n:
+        kind = kinds[len(out) % len(kinds)]
+        prefix, suffix = _retain_record(kind, rng)
+        if prefix in seen:  # a prefix names one record
+            continue
+        seen.add(prefix)
+        out.append(
+            {
+                "id": f"retain-{len(out)}",
+                "kind": kind,
+                "prefix": prefix,
+                "suffix": suffix,
+                "text": prefix + suffix,
+            }
+        )
+    return out

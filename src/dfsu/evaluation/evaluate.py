@@ -7,10 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dfsu.components.records import read_records
+from dfsu.components.records import read_records, read_retain_records
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, e_hit_by_label, score
+from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_prompts
 from dfsu.evaluation.utility import nli_accuracy, perplexity
 from dfsu.pii.redact import redact_text
@@ -117,6 +118,11 @@ def evaluate_model(
     if len(nli_rows) > 3:
         nli = nli_accuracy(model, tokenizer, nli_rows, device=device)
         result["NLI_acc"], result["NLI_majority"] = nli["accuracy"], nli["majority_baseline"]
+    # What should stay: the public memorized records (greedy continuations).
+    kept = retain_scores(model, tokenizer, read_retain_records(run), device, cfg.seed)
+    if kept:
+        result["ci"] |= kept.pop("retain_ci")
+        result |= kept
     result["sampling"] = {
         "prefix": ec.prefix,
         "num_samples": ec.num_samples,

@@ -20,6 +20,7 @@ from transformers import AutoTokenizer, T5ForConditionalGeneration
 
 from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.components.profiling import track
+from dfsu.components.records import public_training_texts
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import InverterConfig, RunConfig
 from dfsu.errors import DfsuError
@@ -70,8 +71,7 @@ def split_pool(pool: dict[str, list[str]]) -> tuple[dict[str, list[str]], dict[s
 
 def public_texts(run: Path, ic: InverterConfig, tokenizer: Any, seed: int) -> dict[str, Any]:
     """Training and held-out texts, all public: general text and swap-pool PII-like text."""
-    rows = read_jsonl(run / "data" / "train.jsonl")
-    general = [r["text"] for r in rows if r.get("source") != "pii"]  # never the records
+    general = public_training_texts(run)  # never the injected records
     random.Random(f"inverter-{seed}").shuffle(general)
     held_docs = [r["text"] for r in read_jsonl(run / "data" / "eval_general.jsonl")]
     pool = json.loads((run / "data" / "swap_pool.json").read_text())

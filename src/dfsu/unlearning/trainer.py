@@ -35,7 +35,7 @@ from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft
 
 from dfsu.components.batches import collate_masked, encode_masked
 from dfsu.components.models import load_causal_lm
-from dfsu.components.records import read_records
+from dfsu.components.records import public_training_texts, read_records
 from dfsu.components.training import TrainLoop
 from dfsu.config import RunConfig, UnlearnConfig
 from dfsu.errors import DfsuError
@@ -205,9 +205,8 @@ def _data(
         train = encode_masked(tokenizer, rows[n_held:][: uc.max_texts], uc.max_length)
     eval_rows = read_jsonl(run / "data" / "eval_general.jsonl")
     public = []
-    if method.needs_retain or uc.retain_weight > 0:
-        train_rows = read_jsonl(run / "data" / "train.jsonl")
-        public = [{"text": r["text"], "spans": []} for r in train_rows if r.get("source") != "pii"]
+    if method.needs_retain or uc.retain_weight > 0:  # general and NLI text, never a record
+        public = [{"text": text, "spans": []} for text in public_training_texts(run)]
     eval_texts = [r["text"] for r in eval_rows][: uc.eval_docs]
     return {
         "train": train,
