@@ -102,9 +102,7 @@ def test_nli_generated_and_mnli_loader(tmp_path):
         who, when = shape.match(r["hypothesis"]).groups()
         name = r["premise"].split()[0]
         day = re.search(r" on (\w+) and on no other day\.$", r["premise"]).group(1)
-        expected = (
-            "neutral" if who != name else "entailment" if when == day else "contradiction"
-        )
+        expected = "neutral" if who != name else "entailment" if when == day else "contradiction"
         assert r["label"] == expected, r
     path = tmp_path / "mnli.jsonl"
     path.write_text(
