@@ -4,8 +4,8 @@
 
 Prints, per stage, the seconds of each run and the ratio old/new (above 1: the new run is
 faster), tokens/s and MFU, and the totals; warns when the two runs' configs differ (their
-stages then measure different work). Both figures come from RUN/profile.json, which every
-`dfsu run` writes.
+stages then measure different work). Figures come from RUN/profile.json, which every
+`dfsu run` writes (for runs made before profiles: the stage times in results.json).
 """
 
 from __future__ import annotations
@@ -17,10 +17,15 @@ from pathlib import Path
 
 
 def _load(run: str) -> dict:
+    """RUN/profile.json, or for a run made before profiles, the stage times in results.json."""
     path = Path(run) / "profile.json"
-    if not path.is_file():
-        sys.exit(f"{path}: missing (a run made before profiles, or not a run directory)")
-    return json.loads(path.read_text())
+    if path.is_file():
+        return json.loads(path.read_text())
+    results = Path(run) / "results.json"
+    if not results.is_file():
+        sys.exit(f"{run}: neither profile.json nor results.json (not a finished run directory)")
+    timings = json.loads(results.read_text()).get("timings", {})
+    return {"config_hash": None, "stages": {k: {"seconds": v} for k, v in timings.items()}}
 
 
 def main() -> None:

@@ -98,7 +98,7 @@ def test_nli_generated_and_mnli_loader(tmp_path):
     import re
 
     shape = re.compile(r"^(\w+) \w+ the [\w-]+ on (\w+)\.$")
-    for r in generate_nli(300, seed=1):
+    for r in generate_nli(300, seed=1, task="relation"):
         who, when = shape.match(r["hypothesis"]).groups()
         name = r["premise"].split()[0]
         day = re.search(r" on (\w+) and on no other day\.$", r["premise"]).group(1)

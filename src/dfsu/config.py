@@ -68,6 +68,11 @@ class CorpusConfig:
     )
     nli_train: int = _f(400, "NLI examples mixed into training as text")
     nli_eval: int = _f(150, "held-out NLI examples for Scenario II accuracy")
+    nli_task: str = _f(
+        "wording",
+        "generated NLI: wording (each label its own hypothesis wording) or relation (one "
+        "hypothesis shape, the label from its relation to the premise)",
+    )
     retain_records: int = _f(
         40,
         "public records without PII (product sheets, timetables, statutes, recipes) injected "
@@ -76,6 +81,7 @@ class CorpusConfig:
 
     def __post_init__(self) -> None:
         _check(self.retain_records >= 0, "corpus.retain_records", "must be >= 0")
+        _check(self.nli_task in ("wording", "relation"), "corpus.nli_task", "wording or relation")
         _check(self.num_documents > 0, "corpus.num_documents", "must be > 0")
         _check(self.eval_documents > 0, "corpus.eval_documents", "must be > 0")
         _check(self.num_groups > 0, "corpus.num_groups", "must be > 0")

@@ -95,9 +95,57 @@ def load_documents(path: str | Path, limit: int | None = None) -> list[str]:
 # --------------------------------------------------------------------------- NLI
 
 
-def generate_nli(n: int, seed: int) -> list[dict[str, str]]:
-    """A 3-way NLI task in MNLI shape where the label follows from the relation between
-    premise and hypothesis, not from the hypothesis alone: every hypothesis has the same
+def _wording_nli(n: int, seed: int) -> list[dict[str, str]]:
+    """Each label has its own hypothesis wording: learnable from the hypothesis alone."""
+    rng = random.Random(f"nli-{seed}")
+    topics = [Topic(words, rng) for words in TOPICS.values()]
+    rows = []
+    for i in range(n):
+        t = rng.choice(topics)
+        name = rng.choice(FUNCTION["names"])
+        verb, day = t.verb(rng), rng.choice(FUNCTION["days"])
+        noun = t.obj_for(verb, rng)
+        adj = t.adj_for(noun, rng)
+        place = t.place(rng)
+        premise = f"{name} {verb} the {adj} {noun} in {place} on {day}."
+        label = NLI_LABELS[i % 3]
+        if label == "entailment":
+            hypothesis = rng.choice(
+                [f"Someone {verb} the {noun}.", f"{name} {verb} a {noun} on {day}."]
+            )
+        elif label == "contradiction":
+            other = rng.choice([d for d in FUNCTION["days"] if d != day])
+            hypothesis = rng.choice(
+                [
+                    f"Nobody {verb} the {noun} in {place}.",
+                    f"{name} {verb} nothing on {day}.",
+                    f"{name} {verb} the {noun} only on {other}.",
+                ]
+            )
+        else:
+            hypothesis = rng.choice(
+                [
+                    f"{name} {verb} the {noun} because of the {t.noun(rng)}.",
+                    f"{name} was with a {t.role(rng)} on {day}.",
+                    f"The {noun} belonged to a {t.role(rng)}.",
+                ]
+            )
+        rows.append({"premise": premise, "hypothesis": hypothesis, "label": label})
+    rng.shuffle(rows)
+    return rows
+
+
+def generate_nli(n: int, seed: int, task: str = "wording") -> list[dict[str, str]]:
+    """A 3-way NLI task in MNLI shape: ``wording`` (each label has its own hypothesis wording,
+    which a small model learns to 100 %) or ``relation`` (one hypothesis shape; only the
+    relation to the premise decides, which the tiny target does not learn: 30 % against a
+    35 % majority class on seed 0)."""
+    return _relation_nli(n, seed) if task == "relation" else _wording_nli(n, seed)
+
+
+def _relation_nli(n: int, seed: int) -> list[dict[str, str]]:
+    """The label follows from the relation between premise and hypothesis, not from the
+    hypothesis alone: every hypothesis has the same
     shape ("<name> <verb> the <noun> on <day>."). The premise says who did what on which day
     and on no other day; the same person on that day is entailed, the same person on another
     day is contradicted, another person is neutral."""
@@ -251,7 +299,7 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
     if cfg.corpus.nli_source:
         nli = load_nli(cfg.corpus.nli_source, limit=n_nli)
     else:
-        nli = generate_nli(n_nli, seed)
+        nli = generate_nli(n_nli, seed, cfg.corpus.nli_task)
     nli_train, nli_eval = nli[: cfg.corpus.nli_train], nli[cfg.corpus.nli_train :]
 
     retain = generate_retain_records(cfg.corpus.retain_records, seed)
