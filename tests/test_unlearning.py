@@ -305,7 +305,8 @@ def test_backtracking_returns_to_the_last_good_check_with_half_the_learning_rate
     run = _copy(source, tmp_path)
     cfg = load_config(
         str(run / "config.yaml"),
-        FAST + ["unlearning.max_ppl_increase=1e-9", "unlearning.backtracks=2"],
+        FAST
+        + ["unlearning.max_ppl_increase=1e-9", "unlearning.backtracks=2", "unlearning.epochs=8"],
     )
     out = unlearn(cfg, run, "ga", "oracle")
     summary = json.loads((out / "summary.json").read_text())
