@@ -163,3 +163,38 @@ def test_a_manifest_entry_that_is_not_an_object_is_a_one_line_error(tmp_path):
     # An older manifest's pipeline entries are read as the stages.
     (tmp_path / "manifest.json").write_text('{"pipeline": {"corpus": {"key": "k"}}, "stages": {}}')
     assert read_manifest(tmp_path / "manifest.json") == {"stages": {"corpus": {"key": "k"}}}
+
+
+def test_drop_kept_leaves_public_values_unmarked():
+    from dfsu.synthesis import drop_kept
+
+    text = "Call 0800 555 0142 or mail help@acme.example; Bob at bob@x.example"
+    spans = [
+        {"start": 5, "end": 18, "label": "PHONENUMBER"},
+        {"start": 27, "end": 44, "label": "EMAIL"},
+        {"start": 46, "end": 49, "label": "FIRSTNAME"},
+        {"start": 53, "end": 66, "label": "EMAIL"},
+    ]
+    out, dropped = drop_kept(text, spans, ["0800 555 0142", "help@acme.example"])
+    assert [s["label"] for s in out] == ["FIRSTNAME", "EMAIL"] and dropped == 2
+    assert drop_kept(text, spans, []) == (spans, 0)
+
+
+def test_annotate_keep_file_and_a_missing_one(trained_micro_run, tmp_path, capsys):
+    _, original = trained_micro_run
+    run = tmp_path / "run"
+    shutil.copytree(original, run)
+    texts = run / "pseudo" / "self" / "texts.jsonl"
+    texts.parent.mkdir(parents=True)
+    texts.write_text(json.dumps({"text": "Login from 10.0.0.1 or 10.0.0.2 today."}) + "\n")
+    keep = tmp_path / "keep.txt"
+    keep.write_text("# our public gateway\n10.0.0.2\n")
+    args = ["--quiet", "annotate", "--run", str(run), "--source", "self", "--annotator", "pattern"]
+    assert main([*args, "--keep", str(keep)]) == 0
+    row = json.loads((texts.parent / "pseudo.jsonl").read_text())
+    assert [s["value"] for s in row["spans"]] == ["10.0.0.1"]
+    report = json.loads((texts.parent / "annotator_eval.json").read_text())
+    assert report["kept_spans"] == 1
+    assert main([*args, "--keep", str(tmp_path / "nope.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "synthesis.keep:" in err and "nope.txt" in err and "Traceback" not in err

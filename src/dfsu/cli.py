@@ -142,6 +142,12 @@ def _add_method_parsers(sub: Any) -> None:
         default=None,
         help="annotate RUN/pseudo/<source>/ (a `dfsu run` directory); default: RUN/pseudo/",
     )
+    ann.add_argument(
+        "--keep",
+        default=None,
+        metavar="FILE",
+        help="public values never marked for ascent, one per line (synthesis.keep)",
+    )
     ann.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server, .../v1")
     ann.add_argument("--llm-model", default=None, help="server model name or local LM path")
     ann.add_argument("overrides", nargs="*", metavar="key.sub=value")
@@ -558,6 +564,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         extra.append(f"synthesis.llm_base_url={args.llm_base_url}")
     if args.llm_model:
         extra.append(f"synthesis.llm_model={args.llm_model}")
+    if args.keep:
+        extra.append(f"synthesis.keep={args.keep}")
     pseudo = None
     if args.source:
         pseudo = run / "pseudo" / args.source
@@ -577,9 +585,10 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     if "candidates" in scores:
         parts.append(f"{scores['candidates']['micro']['f1']:.3f} on the candidates")
     parts.append(f"{scores['invented_names']['micro']['f1']:.3f} on invented names")
+    kept = f"; {report['kept_spans']} spans over values to keep left unmarked" if args.keep else ""
     print(
         f"{out}: {report['with_spans']}/{report['texts']} texts with PII spans; micro F1 "
-        f"{', '.join(parts)}{llm_line}",
+        f"{', '.join(parts)}{llm_line}{kept}",
         file=sys.stderr,
     )
     return 0

@@ -276,6 +276,11 @@ class SynthesisConfig:
     llm_max_failures: int = _f(
         3, "failed requests in a row after which the server is not asked again (0 = never)"
     )
+    keep: str | None = _f(
+        None,
+        "file of public values to keep (one per line, # comments), e.g. the company's hotline "
+        "or support address: spans over them are never marked for ascent",
+    )
 
     def __post_init__(self) -> None:
         _check(

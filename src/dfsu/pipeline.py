@@ -244,6 +244,7 @@ def _pseudo_stages(
 ) -> tuple[dict[str, str], str, set[str]]:
     """The inverter (when a row needs inversion), the tagger, and pseudo-PII per source."""
     from dfsu.inversion.train import train_inverter
+    from dfsu.rundir import file_hash
     from dfsu.synthesis import annotate, synthesize
 
     sources = {cfg.synthesis.source} | {r.split("-", 1)[1] for r in rows if r.startswith("dfsu-")}
@@ -271,9 +272,10 @@ def _pseudo_stages(
             [out / "texts.jsonl"],
             lambda c, s=source, o=out: synthesize(c, run, s, o),
         )
+        keep = cfg.synthesis.keep
         pseudo_keys[source] = stage(
             f"annotate:{source}",
-            [k_syn, k_tagger],
+            [k_syn, k_tagger, file_hash(Path(keep)) if keep and Path(keep).is_file() else None],
             [out / "pseudo.jsonl"],
             lambda c, o=out: annotate(c, run, None, o),
         )

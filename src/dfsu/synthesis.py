@@ -268,6 +268,8 @@ def annotate(
     llm = make_llm_annotator(cfg, offline.one) if annotator == "llm" else None
     unknown = [row["text"] for row in texts if "spans" not in row]
     found = iter(offline(unknown) if llm is None else [])
+    keep = read_keep_file(cfg.synthesis.keep) if cfg.synthesis.keep else []
+    kept_spans = 0
     out_rows = []
     for row in progress_iter(texts, f"annotate ({annotator})"):
         reason = None
@@ -278,6 +280,8 @@ def annotate(
             spans = [s.to_dict() for s in got]
         else:
             spans, who = [s.to_dict() for s in next(found)], annotator
+        spans, dropped = drop_kept(row["text"], spans, keep)
+        kept_spans += dropped
         _, mask = encode_with_mask(tok, row["text"], [(s["start"], s["end"]) for s in spans])
         out = {
             "text": row["text"],
@@ -295,6 +299,7 @@ def annotate(
     report["with_spans"] = sum(1 for r in out_rows if r["spans"])
     report["texts"] = len(out_rows)
     report["annotator"] = annotator
+    report["kept_spans"] = kept_spans  # spans over synthesis.keep values, never ascended
     report["labels_marked"] = dict(
         sorted(Counter(s["label"] for r in out_rows for s in r["spans"]).items())
     )
@@ -303,6 +308,33 @@ def annotate(
         report["llm_counts"] = dict(llm.counts)
     atomic_write_json(pseudo / "annotator_eval.json", report)
     return pseudo / "pseudo.jsonl"
+
+
+def read_keep_file(path: str | Path) -> list[str]:
+    """Public values to keep (one per line; blank lines and # comments skipped)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DfsuError(
+            f"synthesis.keep: {path}: not readable ({exc.__class__.__name__})"
+        ) from None
+    return [x.strip() for x in lines if x.strip() and not x.strip().startswith("#")]
+
+
+def drop_kept(text: str, spans: list[dict], keep: list[str]) -> tuple[list[dict], int]:
+    """The spans that overlap no occurrence of a value to keep, and how many were dropped
+    (pure): a public hotline or support address is never marked for ascent."""
+    if not keep:
+        return spans, 0
+    kept = []
+    for value in keep:
+        start = text.find(value)
+        while start >= 0:
+            kept.append((start, start + len(value)))
+            start = text.find(value, start + 1)
+    out = [s for s in spans if not any(a < s["end"] and s["start"] < b for a, b in kept)]
+    return out, len(spans) - len(out)
 
 
 def annotator_report(cfg: RunConfig, pseudo: Path, annotator: OfflineAnnotator) -> dict[str, Any]:
