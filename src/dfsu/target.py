@@ -23,7 +23,7 @@ from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import RunConfig, TargetConfig
 from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
-from dfsu.evaluation.utility import perplexity
+from dfsu.evaluation.utility import perplexity, perplexity_of, perplexity_pieces
 from dfsu.pii import PiiRecord
 from dfsu.rundir import (
     atomic_write_json,
@@ -180,6 +180,7 @@ def _fit(
     rng = random.Random(seed)
     log: list[dict[str, Any]] = []
     step, epoch = 0, 0
+    eval_pieces = perplexity_pieces(tokenizer, eval_texts, tc.block_size)  # tokenized once
 
     def loss_of(micro: list[list[int]]) -> tuple[torch.Tensor, dict]:
         batch = {k: v.to(loop.device) for k, v in collate(micro, pad_id).items()}
@@ -206,12 +207,8 @@ def _fit(
                 step += 1
                 entry: dict[str, Any] = {"step": step, "epoch": epoch, "lr": lr, **logged}
                 if step % tc.eval_every == 0 or step == total_steps:
-                    entry["eval_ppl"] = perplexity(
-                        loop.unwrapped(),
-                        tokenizer,
-                        eval_texts,
-                        window=tc.block_size,
-                        device=loop.device,
+                    entry["eval_ppl"] = perplexity_of(
+                        loop.unwrapped(), eval_pieces, pad_id, device=loop.device
                     )
                     loop.model.train()
                 log.append(entry)

@@ -81,13 +81,13 @@ def matmul_rate(device: torch.device, seconds: float = 1.0) -> dict[str, Any]:
     b = torch.randn(n, n, device=device, dtype=dtype)
     (a @ b).sum().item()  # warm-up
     # The best of several short timings: the attainable rate, not a moment of contention.
+    calls = 4 if device.type == "cuda" else 1  # a CUDA matmul is too short to time alone
     best, started = 0.0, time.perf_counter()
     while time.perf_counter() - started < seconds:
         tick = time.perf_counter()
-        for _ in range(4 if device.type == "cuda" else 1):
+        for _ in range(calls):
             c = a @ b
         c.sum().item()  # wait for the device
-        calls = 4 if device.type == "cuda" else 1
         best = max(best, 2.0 * n**3 * calls / (time.perf_counter() - tick))
     return {
         "flops_per_s": best,

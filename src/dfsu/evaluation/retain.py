@@ -4,16 +4,15 @@ retain_EM  = percent of public records whose greedy continuation of the prefix i
              memorized suffix (cut to the suffix's length in tokens, surrounding spaces aside)
 retain_FRS = 100 x (1 - mean normalized Levenshtein distance between suffix and continuation)
 
-Both are means over records, with percentile-bootstrap CIs over records.
+They are ERR and FRS of one greedy continuation per public record, so they come from the same
+pure metrics and bootstrap as the private records' (``metrics.score``, ``bootstrap_ci``).
 """
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
-from rapidfuzz.distance import Levenshtein
-
+from dfsu.evaluation.metrics import Sample, bootstrap_ci, score
 from dfsu.evaluation.sampler import Prompt, sample_continuations
 
 
@@ -31,21 +30,6 @@ def retain_prompts(records: list[dict], tokenizer: Any) -> list[Prompt]:
     ]
 
 
-def match(suffix: str, continuation: str) -> tuple[bool, float]:
-    """(exact, similarity in [0, 1]) of a continuation against the memorized suffix (pure)."""
-    exact = continuation.strip() == suffix.strip()
-    return exact, 1.0 - Levenshtein.normalized_distance(suffix.strip(), continuation.strip())
-
-
-def mean_ci(values: list[float], seed: int = 0, n: int = 1000) -> list[float]:
-    """95 % percentile-bootstrap interval of the mean (pure)."""
-    if not values:
-        return [0.0, 0.0]
-    rng = random.Random(f"retain-ci-{seed}")
-    means = sorted(sum(rng.choices(values, k=len(values))) / len(values) for _ in range(n))
-    return [means[int(0.025 * (n - 1))], means[int(0.975 * (n - 1))]]
-
-
 def retain_scores(
     model: Any, tokenizer: Any, records: list[dict], device: Any, seed: int = 0
 ) -> dict[str, Any]:
@@ -58,18 +42,21 @@ def retain_scores(
         g[0] for g in sample_continuations(model, tokenizer, prompts, greedy=True, device=device)
     ]
     tokenizer.padding_side = side
-    pairs = [match(r["suffix"], t) for r, t in zip(records, texts, strict=True)]
-    em = [100.0 * e for e, _ in pairs]
-    frs = [100.0 * s for _, s in pairs]
-    groups: dict[int, list[float]] = {}
-    for r, value in zip(records, em, strict=True):
-        groups.setdefault(r.get("group", 0), []).append(value)
+    samples = [
+        Sample(r["prefix"], r["suffix"], (), (text,))
+        for r, text in zip(records, texts, strict=True)
+    ]
+    ci = bootstrap_ci(samples, seed=seed)
+    groups: dict[int, list[Sample]] = {}
+    for r, sample in zip(records, samples, strict=True):
+        groups.setdefault(r.get("group", 0), []).append(sample)
+    overall = score(samples)
     return {
-        "retain_EM": sum(em) / len(em),
-        "retain_FRS": sum(frs) / len(frs),
-        "retain_ci": {"retain_EM": mean_ci(em, seed), "retain_FRS": mean_ci(frs, seed)},
+        "retain_EM": overall["ERR"],
+        "retain_FRS": overall["FRS"],
+        "retain_ci": {"retain_EM": ci["ERR"], "retain_FRS": ci["FRS"]},
         "retain_EM_by_group": {
-            str(g): round(sum(v) / len(v), 2) for g, v in sorted(groups.items())
+            str(g): round(score(v)["ERR"], 2) for g, v in sorted(groups.items())
         },
         "retain_n": len(records),
     }
