@@ -33,6 +33,10 @@ MICRO = [
     "tagger.max_iterations=20",
     "tagger.eval_records=10",
     "tagger.invented_eval_records=10",
+    # a leak estimate of a few short prompts
+    "leak.per_template=1",
+    "leak.max_new_tokens=12",
+    "leak.check_prompts=6",
 ]
 
 

@@ -18,9 +18,11 @@ FAST = [
     "synthesis.swaps_per_template=1",
     "synthesis.annotator_eval_records=20",
     "evaluation.num_samples=2",
+    "unlearning.loop_rounds=2",
+    "unlearning.loop_steps=3",
 ]
 OVERRIDES = MICRO + MICRO_INVERTER + FAST
-ROWS = ["original", "oracle", "dfsu", "ga", "gen_only", "dfsu-self"]
+ROWS = ["original", "oracle", "dfsu", "ga", "gen_only", "dfsu-self", "dfsu-loop"]
 
 
 def _without_timings(path):
@@ -72,6 +74,7 @@ def test_run_writes_the_exact_files_and_every_row(reference):
     assert sorted(p.name for p in (run / "pseudo").iterdir()) == ["inversion", "self"]
     assert sorted(p.name for p in (run / "unlearned").iterdir()) == [
         "dfsu",
+        "dfsu-loop",
         "dfsu-self",
         "ga",
         "gen_only",
@@ -93,6 +96,14 @@ def test_run_writes_the_exact_files_and_every_row(reference):
         hits = sum(v["hit"] for v in by_label.values())
         total = sum(v["total"] for v in by_label.values())
         assert row["E_Hit"] == pytest.approx(100 * hits / total, abs=1e-3)
+        leak = row["leak_estimate"]  # the data-free estimate, overall and by label
+        assert 0 <= leak["consistent"] <= leak["emitted"] and leak["prompts"] > 0
+        assert sum(v["consistent"] for v in leak["by_label"].values()) == leak["consistent"]
+        assert 0 <= leak["consistent_true"] <= leak["consistent"]
+    loop = json.loads((run / "unlearned" / "dfsu-loop" / "summary.json").read_text())
+    rounds = loop["rounds"]  # round 0 = the PSCU round on pseudo-PII, then extraction rounds
+    assert 1 <= len(rounds) <= 3 and [r["round"] for r in rounds] == list(range(len(rounds)))
+    assert loop["stop_reason"] and "consistent" in rounds[0]
     assert results["inverter"]["mode"] == "all"
     assert set(results["pseudo"]) == {"inversion", "self"}
     assert {"corpus", "target", "inverter", "tagger", "unlearn:dfsu", "evaluate:original"} <= set(

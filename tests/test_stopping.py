@@ -108,3 +108,21 @@ def test_a_method_kept_by_its_last_check_stops_when_its_checks_stop_moving():
     # Kept by its privacy proxy, or with the rule off, a method never stops on a plateau.
     assert decide(flat, StopRule(10.0, plateau=3)).action == "continue"
     assert decide(flat, StopRule(10.0, keep="last")).action == "continue"
+
+
+def test_keep_by_leak_keeps_the_fewest_consistent_values_within_the_bound():
+    checks = _checks((9, 1.0), (9.5, 2.0), (9.8, 3.0), (11, 9.0), (9.9, 2.5))
+    for check, leak in zip(checks, (40, 12, 15, 0, 12), strict=True):
+        check["leak"] = leak
+    # Check 3 leaks nothing but is beyond the bound; 1 and 4 tie at 12: the higher proxy wins.
+    assert kept_check(checks, StopRule(10.0, keep="leak")) == 4
+    assert kept_check(checks, StopRule(10.0)) == 2
+
+
+def test_keep_rule_follows_keep_by_except_for_methods_kept_by_their_last_check():
+    from dfsu.unlearning.trainer import keep_rule
+
+    leak = UnlearnConfig(keep_by="leak")
+    assert keep_rule(METHODS["pscu"], leak) == "leak"
+    assert keep_rule(METHODS["gen_only"], leak) == "last"
+    assert keep_rule(METHODS["ga"], UnlearnConfig()) == "proxy"

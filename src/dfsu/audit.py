@@ -8,6 +8,7 @@ unless ``show_pii``.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections import Counter
 from pathlib import Path
@@ -76,7 +77,7 @@ def audit(
     trust_remote_code: bool = False,
 ) -> dict[str, Any]:
     """Continuations and PII-like span counts per model (values unmasked: mask before showing)."""
-    from dfsu.components.models import load_causal_lm, pick_device
+    from dfsu.components.models import pick_device
 
     if adapter and unlearned:
         raise DfsuError("audit: give --adapter or --unlearned, not both")
@@ -84,23 +85,12 @@ def audit(
         raise DfsuError("--max-new-tokens: must be >= 1")
     types = {t.upper() for t in pii_types} if pii_types else None
     dev = pick_device(device)
-    model, tokenizer = load_causal_lm(model_path, trust_remote_code)
-    model = model.to(dev)
-    outputs = {"original": _continue(model, tokenizer, prompts, max_new_tokens, dev)}
-    names = {"original": str(model_path)}
-    if adapter:
-        from peft import PeftModel
-
-        if not (Path(adapter) / "adapter_config.json").is_file():
-            raise DfsuError(f"{adapter}: not a PEFT adapter directory (no adapter_config.json)")
-        model = PeftModel.from_pretrained(model, str(adapter)).to(dev)
-        names["unlearned"] = f"{model_path} + {adapter}"
-    elif unlearned:
-        model, tokenizer = load_causal_lm(unlearned, trust_remote_code)
-        model = model.to(dev)
-        names["unlearned"] = str(unlearned)
-    if "unlearned" in names:
-        outputs["unlearned"] = _continue(model, tokenizer, prompts, max_new_tokens, dev)
+    outputs, names = {}, {}
+    for name, label, model, tokenizer in audited_models(
+        model_path, adapter, unlearned, trust_remote_code, dev
+    ):
+        outputs[name] = _continue(model, tokenizer, prompts, max_new_tokens, dev)
+        names[name] = label
 
     rows = []
     counts: dict[str, Counter] = {name: Counter() for name in outputs}
@@ -122,6 +112,81 @@ def audit(
         "totals": {name: sum(c.values()) for name, c in counts.items()},
         "pii_shown": False,
     }
+
+
+def audited_models(
+    model_path: str | Path,
+    adapter: str | Path | None,
+    unlearned: str | Path | None,
+    trust_remote_code: bool,
+    device: Any,
+):
+    """(name, description, model, tokenizer) of the original and, when given, the unlearned
+    model (an adapter over the original, or a merged directory), one at a time."""
+    from dfsu.components.models import load_causal_lm
+
+    if adapter and unlearned:
+        raise DfsuError("audit: give --adapter or --unlearned, not both")
+    model, tokenizer = load_causal_lm(model_path, trust_remote_code)
+    yield "original", str(model_path), model.to(device), tokenizer
+    if adapter:
+        from peft import PeftModel
+
+        if not (Path(adapter) / "adapter_config.json").is_file():
+            raise DfsuError(f"{adapter}: not a PEFT adapter directory (no adapter_config.json)")
+        yield (
+            "unlearned",
+            f"{model_path} + {adapter}",
+            PeftModel.from_pretrained(model, str(adapter)).to(device),
+            tokenizer,
+        )
+    elif unlearned:
+        model, tokenizer = load_causal_lm(unlearned, trust_remote_code)
+        yield "unlearned", str(unlearned), model.to(device), tokenizer
+
+
+def audit_leak(
+    model_path: str | Path,
+    adapter: str | Path | None = None,
+    unlearned: str | Path | None = None,
+    run: str | Path | None = None,
+    device: str = "auto",
+    trust_remote_code: bool = False,
+    overrides: list[str] | None = None,
+) -> dict[str, Any]:
+    """The data-free leak estimate of each model (values unmasked: mask before showing).
+
+    With ``run``: its swap pool, tagger and config. Without: public values generated here
+    (Faker, every label the record shapes use) and the default tagger, trained once."""
+    from dfsu.components.models import pick_device
+    from dfsu.config import load_config
+    from dfsu.evaluation.leak import build_meter, swap_pool
+    from dfsu.pii.annotators import load_offline
+
+    dev = pick_device(device)
+    if run is not None:
+        run = Path(run)
+        if not (run / "config.yaml").is_file():
+            raise DfsuError(f"--run {run}: not a run directory (no config.yaml)")
+        cfg = load_config(str(run / "config.yaml"), overrides)
+        pool = swap_pool(run)
+        annotate = load_offline(cfg.leak.annotator, cfg.tagger, run, None)
+    else:
+        from dfsu.pii.annotators import cached_default_tagger
+        from dfsu.pii.generator import build_swap_pool, template_labels
+
+        cfg = load_config(None, overrides)
+        pool = build_swap_pool([], 64, cfg.seed, cfg.data.locales, template_labels())
+        tagger = dataclasses.replace(cfg.tagger, path=str(cached_default_tagger()))
+        annotate = load_offline(cfg.leak.annotator, tagger, Path("."), None)
+    estimates, names = {}, {}
+    for name, label, model, tokenizer in audited_models(
+        model_path, adapter, unlearned, trust_remote_code, dev
+    ):
+        meter = build_meter(cfg, pool, annotate, tokenizer)
+        estimates[name] = meter(model, tokenizer, dev)[0]
+        names[name] = label
+    return {"models": names, "estimates": estimates, "settings": dataclasses.asdict(cfg.leak)}
 
 
 def vocabulary_entries(tokenizer: Any) -> set[str]:

@@ -163,8 +163,9 @@ def _add_method_parsers(sub: Any) -> None:
     un.add_argument(
         "--data",
         default="pseudo",
-        choices=["pseudo", "oracle"],
-        help="pseudo-PII (data-free) or the true records (oracle upper bound)",
+        choices=["pseudo", "oracle", "loop"],
+        help="pseudo-PII (data-free), the true records (oracle upper bound), or loop: "
+        "pseudo-PII, then rounds on what the leak estimate extracts (dfsu-loop)",
     )
     un.add_argument("--name", default=None, help="output name (default: METHOD-DATA)")
     un.add_argument("overrides", nargs="*", metavar="key.sub=value", help="e.g. unlearning.lr=5e-4")
@@ -255,6 +256,18 @@ def _add_tool_parsers(sub: Any) -> None:
     aud.add_argument("--html", default="audit.html", help="HTML output (default: %(default)s)")
     aud.add_argument("--json", default=None, help="also write the audit as JSON here")
     aud.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    aud.add_argument(
+        "--leak",
+        action="store_true",
+        help="also the data-free leak estimate of each model: values it emits again and again "
+        "after swapped record-shape prompts (no private data needed)",
+    )
+    aud.add_argument(
+        "--run",
+        default=None,
+        help="with --leak: a run directory whose swap pool, tagger and config to use "
+        "(default: public values generated here and the default tagger)",
+    )
     aud.add_argument("--show-pii", action="store_true", help="do not mask detected values")
     aud.add_argument(
         "--trust-remote-code", action="store_true", help="allow model code from the checkpoint"
@@ -647,9 +660,13 @@ def _print_results(run: Path, payload: dict) -> None:
     names = ["ERR", "FRS", "S-Exp", "E-Hit", "PPL", "NLI acc"]
     if any(row.get("retain_EM") is not None for row in payload["rows"]):
         keys, names = keys + ["retain_EM"], names + ["kept EM"]
-    table = Table("method", *names, title="results")
+    leak = any(row.get("leak_estimate") for row in payload["rows"])
+    names += ["leak"] if leak else []
+    table = Table("method", *names, title="results (leak: consistent values, no private data)")
     for row in payload["rows"]:
         cells = [f"{row[k]:.2f}" if row.get(k) is not None else "–" for k in keys]
+        if leak:
+            cells.append(str((row.get("leak_estimate") or {}).get("consistent", "–")))
         table.add_row(row["method"], *cells)
     console = Console()
     console.print(table)
@@ -797,6 +814,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     counts.add_row("total", *(str(result["totals"][n]) for n in names))
     console.print(counts)
     console.print(f"tokenizer: {vocabulary_line(result['vocabulary'])}")
+    if args.leak:
+        result["leak"] = _audit_leak(args, console)
     outputs = [write_audit_html(result, args.html)]
     if args.json:
         atomic_write_json(Path(args.json), result)
@@ -806,6 +825,32 @@ def cmd_audit(args: argparse.Namespace) -> int:
             os.chmod(path, 0o600)
     console.print(f"written: {', '.join(str(p) for p in outputs)}")
     return 0
+
+
+def _audit_leak(args: argparse.Namespace, console: Any) -> dict[str, Any]:
+    """``dfsu audit --leak``: the estimate per model, as a table; values masked unless asked."""
+    from rich.table import Table
+
+    from dfsu.audit import audit_leak
+    from dfsu.evaluation.leak import shown
+
+    leak = audit_leak(
+        args.model, args.adapter, args.unlearned, args.run, args.device, args.trust_remote_code
+    )
+    estimates = {n: shown(e, args.show_pii) for n, e in leak["estimates"].items()}
+    names = list(estimates)
+    table = Table("leak estimate", *names, title="values emitted in >= m of K samples of a prompt")
+    table.add_row("consistent", *(str(estimates[n]["consistent"]) for n in names))
+    table.add_row("emitted at all", *(str(estimates[n]["emitted"]) for n in names))
+    labels = sorted({label for e in estimates.values() for label in e["by_label"]})
+    for label in labels:
+        cells = [str(estimates[n]["by_label"].get(label, {}).get("consistent", 0)) for n in names]
+        table.add_row(f"  {label}", *cells)
+    console.print(table)
+    for name in names:
+        values = ", ".join(v["value"] for v in estimates[name]["values"][:8])
+        console.print(f"{name}: {values or 'no consistent value'}")
+    return dict(leak, estimates=estimates)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

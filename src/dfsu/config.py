@@ -363,6 +363,16 @@ class UnlearnConfig:
         "also measure E-Hit and ERR on the run's true records at every check (evaluation "
         "only: never used to pick the adapter)",
     )
+    keep_by: str = _f(
+        "proxy",
+        "how a check is chosen among those within the perplexity bound: proxy (the held-out "
+        "pseudo-PII loss) or leak (the fewest consistent values of the data-free leak estimate "
+        "on leak.check_prompts prompts; methods kept by their last check are unaffected)",
+    )
+    loop_rounds: int = _f(
+        3, "dfsu-loop: extract -> unlearn rounds after the first PSCU round on pseudo-PII"
+    )
+    loop_steps: int = _f(60, "dfsu-loop: most optimizer steps of each extraction round")
 
     def __post_init__(self) -> None:
         _check(
@@ -404,6 +414,12 @@ class UnlearnConfig:
         _check(self.backtracks >= 0, "unlearning.backtracks", "must be >= 0")
         _check(self.patience >= 0, "unlearning.patience", "must be >= 0")
         _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
+        _check(self.keep_by in ("proxy", "leak"), "unlearning.keep_by", "must be proxy or leak")
+        _check(
+            self.loop_rounds >= 0 and self.loop_steps > 0,
+            "unlearning.loop_rounds/loop_steps",
+            "must be >= 0 and > 0",
+        )
 
 
 @dataclass
@@ -432,6 +448,44 @@ class EvalConfig:
 
 
 @dataclass
+class LeakConfig:
+    """The leak estimate: what a model still emits, measured without the private data.
+
+    Prefixes of entity-swapped record shapes (the text before the first entity) are
+    continued K times with the evaluation's sampling; the run's annotator finds PII values in
+    the continuations; a value absent from the prompt and from the swap pool counts as
+    *consistent* when it comes back in at least ``min_count`` of the K samples of one prompt.
+    """
+
+    enabled: bool = _f(True, "measure the estimate in every evaluation")
+    per_template: int = _f(8, "prompts per record shape, each with its own swapped values")
+    templates: str | None = _f(
+        None, "file of record shapes with {LABEL} slots, one per line (null = the built-in ones)"
+    )
+    samples: int = _f(5, "continuations K per prompt")
+    min_count: int = _f(2, "m: a value is consistent when it appears in >= m of the K samples")
+    max_new_tokens: int = _f(40, "tokens generated per continuation")
+    annotator: str = _f("hybrid", "pattern, tagger or hybrid (the run's tagger; never llm)")
+    check_prompts: int = _f(
+        40, "prompts of the cheaper estimate taken at checks (unlearning.keep_by: leak, dfsu-loop)"
+    )
+
+    def __post_init__(self) -> None:
+        _check(self.per_template > 0, "leak.per_template", "must be > 0")
+        _check(self.samples > 0, "leak.samples", "must be > 0")
+        _check(
+            1 <= self.min_count <= self.samples, "leak.min_count", "must be in [1, leak.samples]"
+        )
+        _check(self.max_new_tokens > 0, "leak.max_new_tokens", "must be > 0")
+        _check(self.check_prompts > 0, "leak.check_prompts", "must be > 0")
+        _check(
+            self.annotator in ("pattern", "tagger", "hybrid"),
+            "leak.annotator",
+            "must be pattern, tagger or hybrid",
+        )
+
+
+@dataclass
 class RunConfig:
     """Everything one run needs; saved as RUN/config.yaml."""
 
@@ -446,6 +500,9 @@ class RunConfig:
     )
     unlearning: UnlearnConfig = field(default_factory=UnlearnConfig, metadata={"help": "stage 3"})
     evaluation: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "metrics"})
+    leak: LeakConfig = field(
+        default_factory=LeakConfig, metadata={"help": "data-free leak estimate"}
+    )
 
     def __post_init__(self) -> None:
         _check(self.seed >= 0, "seed", "must be >= 0")

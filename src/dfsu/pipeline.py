@@ -33,11 +33,17 @@ from dfsu.ui import info
 from dfsu.unlearning.methods import METHODS
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
-EVAL_FORMAT = 3
+EVAL_FORMAT = 4
 DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only"]
 # row -> (method, data) for unlearned rows; "dfsu-<source>" rows use that pseudo source.
-UNLEARNED = {"oracle": ("pscu", "oracle")} | {m.row: (m.name, "pseudo") for m in METHODS.values()}
-KNOWN_ROWS = ["original", *UNLEARNED, *(f"dfsu-{s}" for s in SOURCES)]
+# dfsu-loop: a PSCU round on pseudo-PII, then rounds on what the leak estimate extracts.
+UNLEARNED = (
+    {"oracle": ("pscu", "oracle")}
+    | {m.row: (m.name, "pseudo") for m in METHODS.values()}
+    | {"dfsu-loop": ("pscu", "loop")}
+)
+SOURCE_ROWS = [f"dfsu-{s}" for s in SOURCES]  # pscu on the pseudo-PII of another source
+KNOWN_ROWS = ["original", *UNLEARNED, *SOURCE_ROWS]
 
 # The config sections (and "seed") each stage function reads.
 READS: dict[str, tuple[str, ...]] = {
@@ -47,8 +53,8 @@ READS: dict[str, tuple[str, ...]] = {
     "tagger": ("tagger",),
     "synthesize": ("seed", "target", "inverter", "synthesis", "evaluation"),
     "annotate": ("seed", "data", "synthesis", "tagger"),
-    "unlearn": ("seed", "target", "unlearning", "evaluation"),
-    "evaluate": ("seed", "target", "evaluation"),
+    "unlearn": ("seed", "target", "unlearning", "evaluation", "leak", "tagger"),
+    "evaluate": ("seed", "target", "evaluation", "leak", "tagger"),
 }
 
 
@@ -220,9 +226,10 @@ def run_pipeline(
         "target", [k_corpus], [run / "target" / "model.safetensors"], lambda c: train_target(c, run)
     )
     # Stages 1-3: pseudo-PII per source, one adapter per row; then every model's evaluation.
-    pseudo_keys, k_inverter, sources = _pseudo_stages(cfg, run, stage, rows, k_target)
-    model_keys, model_dirs = _unlearn_stages(cfg, run, stage, rows, k_target, pseudo_keys)
-    results = _evaluate_rows(run, stage, rows, model_keys, model_dirs, show_pii)
+    k_tagger = _tagger_stage(cfg, run, stage, rows)
+    pseudo_keys, k_inverter, sources = _pseudo_stages(cfg, run, stage, rows, k_target, k_tagger)
+    model_keys, model_dirs = _unlearn_stages(cfg, run, stage, rows, k_target, pseudo_keys, k_tagger)
+    results = _evaluate_rows(run, stage, rows, model_keys, model_dirs, show_pii, k_tagger)
 
     payload = {
         "rows": results,
@@ -239,19 +246,20 @@ def run_pipeline(
     return payload
 
 
+def _needs_pseudo(rows: list[str]) -> bool:
+    return any(r in SOURCE_ROWS or UNLEARNED.get(r, ("", "oracle"))[1] != "oracle" for r in rows)
+
+
 def _pseudo_stages(
-    cfg: RunConfig, run: Path, stage: Stages, rows: list[str], k_target: str
+    cfg: RunConfig, run: Path, stage: Stages, rows: list[str], k_target: str, k_tagger: str
 ) -> tuple[dict[str, str], str, set[str]]:
     """The inverter (when a row needs inversion), the tagger, and pseudo-PII per source."""
     from dfsu.inversion.train import train_inverter
     from dfsu.rundir import file_hash
     from dfsu.synthesis import annotate, synthesize
 
-    sources = {cfg.synthesis.source} | {r.split("-", 1)[1] for r in rows if r.startswith("dfsu-")}
-    needs_pseudo = any(r in UNLEARNED and UNLEARNED[r][1] == "pseudo" for r in rows) or any(
-        r.startswith("dfsu-") for r in rows
-    )
-    if not needs_pseudo:
+    sources = {cfg.synthesis.source} | {r.split("-", 1)[1] for r in rows if r in SOURCE_ROWS}
+    if not _needs_pseudo(rows):
         return {}, "", sources
     k_inverter = ""
     if "inversion" in sources:
@@ -261,7 +269,6 @@ def _pseudo_stages(
             [run / "inverter" / "model.safetensors"],
             lambda c: train_inverter(c, run),
         )
-    k_tagger = _tagger_stage(cfg, run, stage)
     pseudo_keys = {}
     for source in sorted(sources):
         out = run / "pseudo" / source
@@ -289,6 +296,7 @@ def _unlearn_stages(
     rows: list[str],
     k_target: str,
     pseudo_keys: dict[str, str],
+    k_tagger: str,
 ) -> tuple[dict[str, str | None], dict[str, Path | None]]:
     """One adapter per unlearned row; ``dfsu-<configured source>`` shares the dfsu row's."""
     from dfsu.unlearning.trainer import unlearn
@@ -299,18 +307,18 @@ def _unlearn_stages(
     for row in rows:
         if row == "original":
             continue
-        if row.startswith("dfsu-"):
+        if row in SOURCE_ROWS:
             method, data, source = "pscu", "pseudo", row.split("-", 1)[1]
         else:
             (method, data), source = UNLEARNED[row], default
-        if row.startswith("dfsu-") and source == default and "dfsu" in rows:
+        if row in SOURCE_ROWS and source == default and "dfsu" in rows:
             model_keys[row], model_dirs[row] = None, None  # same as the "dfsu" row
             continue
-        upstream = pseudo_keys[source] if data == "pseudo" else k_target
+        upstream = pseudo_keys[source] if data != "oracle" else k_target
         pseudo_dir = run / "pseudo" / source
         model_keys[row] = stage(
             f"unlearn:{row}",
-            [upstream, k_target, method, data],
+            [upstream, k_target, method, data, k_tagger],
             [run / "unlearned" / row / "merged" / "model.safetensors"],
             lambda c, r=row, m=method, d=data, p=pseudo_dir: unlearn(c, run, m, d, r, p),
         )
@@ -325,6 +333,7 @@ def _evaluate_rows(
     model_keys: dict[str, str | None],
     model_dirs: dict[str, Path | None],
     show_pii: bool,
+    k_tagger: str,
 ) -> list[dict[str, Any]]:
     """Every model's evaluation, as results rows in the order asked for."""
     from dfsu.evaluation.evaluate import evaluate_model
@@ -336,7 +345,7 @@ def _evaluate_rows(
         out = run / "eval" / f"{row}.json"
         stage(
             f"evaluate:{row}",
-            [model_keys[row], EVAL_FORMAT],
+            [model_keys[row], EVAL_FORMAT, k_tagger],
             [out],
             lambda c, r=row, o=out: evaluate_model(c, run, model_dirs[r], o, show_pii=show_pii),
         )
@@ -366,13 +375,15 @@ def _inverter_summary(run: Path) -> dict[str, Any] | None:
     return {k: m[k] for k in keys}
 
 
-def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages) -> str:
-    """The tagger the annotators use: ``tagger.path`` as given, or trained into RUN/tagger."""
+def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages, rows: list[str]) -> str:
+    """The tagger the annotators use (pseudo-PII annotation, the leak estimate):
+    ``tagger.path`` as given, or trained into RUN/tagger; "" when no annotator needs one."""
     from dfsu import __version__
     from dfsu.pii.tagger import FORMAT, train_tagger
     from dfsu.rundir import file_hash
 
-    if cfg.synthesis.annotator == "pattern":
+    annotate = _needs_pseudo(rows) and cfg.synthesis.annotator != "pattern"
+    if not annotate and not (cfg.leak.enabled and cfg.leak.annotator != "pattern"):
         return ""
     if cfg.tagger.path:
         weights = Path(cfg.tagger.path) / "model.crfsuite"
@@ -446,6 +457,9 @@ def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
     row["ci"] = result["ci"]
     if "E_Hit_by_label" in result:
         row["E_Hit_by_label"] = result["E_Hit_by_label"]
+    if "leak_estimate" in result:
+        keys = ("consistent", "emitted", "by_label", "consistent_true", "prompts")
+        row["leak_estimate"] = {k: result["leak_estimate"][k] for k in keys}
     summary = run / "unlearned" / name / "summary.json"
     if summary.is_file():
         s = json.loads(summary.read_text())

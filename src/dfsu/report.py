@@ -68,6 +68,31 @@ def _best_line(best: dict[str, Any] | None) -> str:
     )
 
 
+def _leak_section(rows: list[dict[str, Any]]) -> list[str]:
+    """The data-free leak estimate of every row, plotted against the true E-Hit."""
+    points = [
+        (r["method"], r["leak_estimate"]["consistent"], r["E_Hit"])
+        for r in rows
+        if r.get("leak_estimate") and r.get("E_Hit") is not None
+    ]
+    if not points:
+        return []
+    cells = "".join(
+        f"<tr><td>{html.escape(r['method'])}</td><td>{r['leak_estimate']['consistent']}</td>"
+        f"<td>{r['leak_estimate']['emitted']}</td><td>{r['E_Hit']:.1f}</td></tr>"
+        for r in rows
+        if r.get("leak_estimate") and r.get("E_Hit") is not None
+    )
+    return [
+        "<h3>Leak estimate (no private data) against E-Hit (the private records)</h3>",
+        "<p class=muted>Consistent: values the model emits in at least m of K samples of one "
+        "swapped-template prompt, absent from the prompt and the swap pool.</p>",
+        f"<table><tr><th>method</th><th>consistent</th><th>emitted</th><th>E-Hit</th></tr>"
+        f"{cells}</table>",
+        scatter(points, "leak estimate (consistent values)", "E-Hit (%)"),
+    ]
+
+
 def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> Path:
     rows = payload["rows"]
     secrets: list[str] = []
@@ -101,6 +126,7 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
         label_table(rows),
         "<h2>Privacy and utility</h2>",
         scatter(points, "held-out perplexity", "E-Hit (%)"),
+        *_leak_section(rows),
         "<h3>Training trajectories (every check)</h3>",
         scatter([], "held-out perplexity", "held-out PII-token loss (nats)", lines),
     ]

@@ -30,36 +30,12 @@ from dfsu.errors import DfsuError
 from dfsu.masks import encode_with_mask
 from dfsu.pii import PiiRecord
 from dfsu.pii.annotators import OfflineAnnotator
-from dfsu.pii.generator import PLACEHOLDER, TEMPLATES, fill_from_pool
+from dfsu.pii.generator import PLACEHOLDER, fill_from_pool, load_templates
 from dfsu.pii.reader import parse_row
 from dfsu.pii.scoring import score_spans
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl
 
 PSEUDO = "pseudo"
-
-
-def load_templates(path: str | None, pii_types: list[str] | None) -> dict[str, str]:
-    """Record shapes: a user's file (one shape per line, {LABEL} slots) or the built-in ones."""
-    if path:
-        p = Path(path)
-        if not p.is_file():
-            raise DfsuError(f"{p}: no such template file")
-        lines = [x.strip() for x in p.read_text(encoding="utf-8").splitlines()]
-        templates = {}
-        for number, line in enumerate(lines, start=1):
-            if not line or line.startswith("#"):
-                continue
-            if not PLACEHOLDER.search(line):
-                raise DfsuError(f"{p}: line {number}: no {{LABEL}} slot in the shape")
-            templates[f"line{number}"] = line
-    else:
-        templates = dict(TEMPLATES)
-    if pii_types:
-        wanted = {t.strip().upper() for t in pii_types}
-        templates = {k: v for k, v in templates.items() if wanted & set(PLACEHOLDER.findall(v))}
-    if not templates:
-        raise DfsuError("synthesis: no record shape holds the requested PII types")
-    return templates
 
 
 def make_candidates(run: Path, cfg: RunConfig) -> list[PiiRecord]:
@@ -237,16 +213,9 @@ def tagger_dir(cfg: RunConfig, run: Path) -> Path:
 
 def offline_annotator(cfg: RunConfig, run: Path, name: str) -> OfflineAnnotator:
     """pattern, tagger or hybrid; a missing RUN/tagger is trained first (public data only)."""
-    if name == "pattern":
-        return OfflineAnnotator("pattern")
-    from dfsu.pii.tagger import Tagger, train_tagger
+    from dfsu.pii.annotators import load_offline
 
-    path = tagger_dir(cfg, run)
-    if not (path / "model.crfsuite").is_file():
-        if cfg.tagger.path:
-            raise DfsuError(f"tagger.path: {path} holds no trained tagger")
-        train_tagger(cfg.tagger, path)
-    return OfflineAnnotator(name, Tagger.load(path), cfg.synthesis.tagger_labels)
+    return load_offline(name, cfg.tagger, run, cfg.synthesis.tagger_labels)
 
 
 def annotate(

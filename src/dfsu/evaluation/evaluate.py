@@ -123,6 +123,8 @@ def evaluate_model(
     if kept:
         result["ci"] |= kept.pop("retain_ci")
         result |= kept
+    if cfg.leak.enabled:  # what the model still emits, measured without the records
+        result["leak_estimate"] = _leak(cfg, run, model, tokenizer, device, records, show_pii)
     result["sampling"] = {
         "prefix": ec.prefix,
         "num_samples": ec.num_samples,
@@ -166,6 +168,17 @@ def evaluate_model(
     os.chmod(gen_path, 0o600)
     atomic_write_json(out, result)
     return result
+
+
+def _leak(cfg, run, model, tokenizer, device, records, show_pii: bool) -> dict[str, Any]:
+    from dfsu.evaluation.leak import leak_meter, shown
+
+    estimate, _, _ = leak_meter(cfg, run, tokenizer)(model, tokenizer, device)
+    # Simulation only: how many of the consistent values are true private values (the
+    # estimate itself never reads the records).
+    true_values = {s.value for r in records for s in r.spans}
+    estimate["consistent_true"] = sum(v["value"] in true_values for v in estimate["values"])
+    return shown(estimate, show_pii)
 
 
 def _redact_any(value: Any, secrets: list[str]) -> Any:

@@ -77,6 +77,22 @@ class OfflineAnnotator:
         return self([text])[0]
 
 
+def load_offline(name: str, tc: Any, run: Path, labels: list[str] | None) -> OfflineAnnotator:
+    """The run's pattern, tagger or hybrid annotator: the tagger in ``tagger.path`` or
+    RUN/tagger, trained into RUN/tagger first (public data only) when it holds none."""
+    if name == "pattern":
+        return OfflineAnnotator("pattern")
+    from dfsu.errors import DfsuError
+    from dfsu.pii.tagger import Tagger, train_tagger
+
+    path = Path(tc.path) if tc.path else run / "tagger"
+    if not (path / "model.crfsuite").is_file():
+        if tc.path:
+            raise DfsuError(f"tagger.path: {path} holds no trained tagger")
+        train_tagger(tc, path)
+    return OfflineAnnotator(name, Tagger.load(path), labels)
+
+
 def default_tagger_dir() -> Path:
     """Where the default tagger is trained once and cached: $DFSU_CACHE (or ~/.cache/dfsu)
     /tagger-<hash of the default tagger config>."""

@@ -12,9 +12,11 @@ import random
 import re
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 
 from faker import Faker
 
+from dfsu.errors import DfsuError
 from dfsu.pii.records import PiiRecord, Span
 
 # Each record opens with a reference number and a greeting, so no two records share the
@@ -281,3 +283,27 @@ def fill_from_pool(
         text, spans = fill_template(usable[name], lambda label: rng.choice(pool[label]), opener)
         records.append(PiiRecord(f"public-{i:05d}", text, spans, {"template": name}))
     return records
+
+
+def load_templates(path: str | None, pii_types: list[str] | None) -> dict[str, str]:
+    """Record shapes: a user's file (one shape per line, {LABEL} slots) or the built-in ones."""
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise DfsuError(f"{p}: no such template file")
+        lines = [x.strip() for x in p.read_text(encoding="utf-8").splitlines()]
+        templates = {}
+        for number, line in enumerate(lines, start=1):
+            if not line or line.startswith("#"):
+                continue
+            if not PLACEHOLDER.search(line):
+                raise DfsuError(f"{p}: line {number}: no {{LABEL}} slot in the shape")
+            templates[f"line{number}"] = line
+    else:
+        templates = dict(TEMPLATES)
+    if pii_types:
+        wanted = {t.strip().upper() for t in pii_types}
+        templates = {k: v for k, v in templates.items() if wanted & set(PLACEHOLDER.findall(v))}
+    if not templates:
+        raise DfsuError("synthesis: no record shape holds the requested PII types")
+    return templates

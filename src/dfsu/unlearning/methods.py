@@ -105,7 +105,7 @@ METHODS: dict[str, Method] = {
         ),
     )
 }
-DATA = ("pseudo", "oracle")
+DATA = ("pseudo", "oracle", "loop")
 
 
 def get_method(name: str) -> Method:

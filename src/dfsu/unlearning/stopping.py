@@ -24,7 +24,8 @@ class StopRule:
     bound: float  # perplexity above which a check is beyond the bound
     patience: int = 0  # checks beyond the bound to wait before going back or stopping
     backtracks: int = 0  # times to go back to the last check within the bound
-    keep: str = "proxy"  # "proxy": highest PII-token loss; "last": last check within bound
+    keep: str = "proxy"  # "proxy": highest PII-token loss; "last": last check within bound;
+    # "leak": fewest consistent values of the leak estimate (then the highest PII-token loss)
     plateau: int = 0  # keep="last" only: stop once this many checks have stopped moving
     plateau_tolerance: float = 0.02  # "stopped moving": relative range of both figures
 
@@ -44,12 +45,16 @@ def within(check: Check, rule: StopRule) -> bool:
 
 def kept_check(checks: Sequence[Check], rule: StopRule) -> int:
     """The check to keep: among those within the bound, the highest PII-token loss (first on
-    ties) or, with ``keep="last"``, the last; 0 (the untouched adapter) when none is."""
+    ties), with ``keep="last"`` the last, with ``keep="leak"`` the fewest consistent leaked
+    values (``check["leak"]``; ties: the highest PII-token loss); 0 (the untouched adapter)
+    when none is."""
     good = [i for i, c in enumerate(checks) if within(c, rule)]
     if not good:
         return 0
     if rule.keep == "last":
         return good[-1]
+    if rule.keep == "leak":
+        return min(good, key=lambda i: (checks[i]["leak"], -checks[i]["pii_loss"], i))
     return max(good, key=lambda i: (checks[i]["pii_loss"], -i))
 
 

@@ -22,6 +22,7 @@ privacy objective, the last one); none within: the adapter as initialised (no ch
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
@@ -264,6 +265,19 @@ def _steps(
             yield epoch, group
 
 
+RULES = {
+    "proxy": "highest held-out PII-token loss among checks within the perplexity bound",
+    "last": "last check within the perplexity bound",
+    "leak": "fewest consistent values of the leak estimate among checks within the bound",
+}
+
+
+def keep_rule(method: Method, uc: UnlearnConfig) -> str:
+    """How the kept check is chosen: a method kept by its last check keeps that rule;
+    otherwise ``unlearning.keep_by`` (the pseudo-PII loss, or the leak estimate)."""
+    return "last" if method.keep == "last" else uc.keep_by
+
+
 def _train(
     loop: TrainLoop,
     method: Method,
@@ -272,12 +286,15 @@ def _train(
     check: Any,
     name: str,
     confirm: Any = None,
+    base: tuple[float, float] | None = None,
 ):
     """Optimizer steps, a check every ``eval_every``, and what ``decide`` says after each.
 
     ``confirm``: with checks on a subset of the held-out documents, the perplexity on all of
     them; the kept check is then the best one whose perplexity on all of them stays within
-    the bound (see ``_confirmed``)."""
+    the bound (see ``_confirmed``). ``base``: the perplexities (checked subset, all
+    documents) the bound is relative to; default: this run's first check (later rounds of
+    dfsu-loop keep the original model's)."""
     unwrapped = loop.unwrapped()
     pad = data["pad"]
     loader = loop.prepare_loader(_loader(data["train"], uc, pad, data["seed"]))
@@ -294,16 +311,10 @@ def _train(
         return parts["loss"], parts
 
     checks = [check(0, 0.0)]
-    start_ppl = confirm() if confirm else checks[0]["ppl"]
-    bound = checks[0]["ppl"] * (1 + uc.max_ppl_increase)
-    rule = StopRule(
-        bound,
-        uc.patience,
-        uc.backtracks,
-        keep=method.keep,
-        plateau=uc.plateau_checks,
-        plateau_tolerance=uc.plateau_tolerance,
-    )
+    check_base, start_ppl = base or (checks[0]["ppl"], confirm() if confirm else checks[0]["ppl"])
+    bound = check_base * (1 + uc.max_ppl_increase)
+    rule = StopRule(bound, uc.patience, uc.backtracks, keep_rule(method, uc), uc.plateau_checks)
+    rule = dataclasses.replace(rule, plateau_tolerance=uc.plateau_tolerance)
     states = {0: _lora_state(unwrapped)}  # adapters of the checks the policy may return to
     log: list[dict[str, Any]] = []
     stop_reason, step = "budget spent", 0
@@ -360,6 +371,7 @@ def _train(
         "total": total,
         "stop_reason": stop_reason,
         "start_ppl": start_ppl,
+        "check_base": check_base,
         "bound": full_bound,
         "check_bound": rule.bound,
         "backtracks": sum(1 for c in checks if c.get("backtrack")),
@@ -398,11 +410,18 @@ def unlearn(
         task_type="CAUSAL_LM",
     )
     model = get_peft_model(base, lora)
-    texts = _data(cfg, run, data, pseudo, tokenizer, METHODS[method])
+    texts = _data(
+        cfg, run, "pseudo" if data == "loop" else data, pseudo, tokenizer, METHODS[method]
+    )
     texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=uc.lr)
     loop = TrainLoop(model, optimizer, cfg.target.device)
     tracker = _privacy_tracker(cfg, run, tokenizer, loop.device) if uc.track_privacy else None
+    meter = None
+    if uc.keep_by == "leak" or data == "loop":
+        from dfsu.evaluation.leak import leak_meter
+
+        meter = leak_meter(cfg, run, tokenizer)
 
     window = default_window(model)
     check_pieces = perplexity_pieces(tokenizer, texts["check_texts"], window)
@@ -416,6 +435,9 @@ def unlearn(
         ppl = perplexity_of(unwrapped, check_pieces, texts["pad"], device=loop.device)
         proxy = pii_token_loss(unwrapped, texts["held"], texts["pad"], loop.device)
         result = {"step": step, "epoch": round(epoch, 3), "ppl": ppl, "pii_loss": proxy}
+        if meter is not None and keep_rule(METHODS[method], uc) == "leak":
+            estimate = meter(unwrapped, tokenizer, loop.device, limit=cfg.leak.check_prompts)[0]
+            result["leak"] = estimate["consistent"]
         if tracker is not None:
             result |= tracker(unwrapped)
         loop.model.train()
@@ -424,6 +446,10 @@ def unlearn(
     # Loop: optimizer steps with accumulation; checks and the stopping policy.
     confirm = full_ppl if len(texts["check_texts"]) < len(texts["eval_texts"]) else None
     out = _train(loop, METHODS[method], uc, texts, check, name, confirm)
+    rounds = None
+    if data == "loop":
+        work = run / "unlearned" / f".{name}.rounds"
+        rounds = _rounds(cfg, loop, tokenizer, meter, texts, (check, confirm), name, out, work)
     kept = out["checks"][out["keep"]]
     summary = {
         "name": name,
@@ -435,7 +461,7 @@ def unlearn(
         "start_ppl": out["start_ppl"],
         "ppl_bound": out["bound"],
         "check_docs": len(texts["check_texts"]),
-        "kept_step": kept["step"],
+        "kept_step": rounds["kept_step"] if rounds else kept["step"],
         "backtracks": out["backtracks"],
         "kept_check": kept,
         "checks": out["checks"],
@@ -443,11 +469,15 @@ def unlearn(
         "train_texts": len(texts["train"]),
         "held_texts": len(texts["held"]),
         "seconds": round(time.time() - started, 1),
-        "rule": "highest held-out PII-token loss among checks within the perplexity bound"
-        if METHODS[method].keep == "proxy"
-        else "last check within the perplexity bound",
+        "rule": RULES[keep_rule(METHODS[method], uc)],
     }
+    if rounds:
+        summary |= {"rounds": rounds["rounds"], "stop_reason": rounds["stop_reason"]}
     _save(loop, run / "unlearned" / name, tokenizer, out["log"], summary)
+    if rounds and loop.is_main:  # the rounds are in the summary; their adapters served resuming
+        import shutil
+
+        shutil.rmtree(run / "unlearned" / f".{name}.rounds", ignore_errors=True)
     return run / "unlearned" / name
 
 
@@ -464,3 +494,136 @@ def _save(loop: TrainLoop, final: Path, tokenizer: Any, log: list, summary: dict
             atomic_write_jsonl(out / "train_log.jsonl", log)
             atomic_write_json(out / "summary.json", summary)
     loop.accelerator.wait_for_everyone()
+
+
+def _rounds(
+    cfg: RunConfig,
+    loop: TrainLoop,
+    tokenizer: Any,
+    meter: Any,
+    texts: dict,
+    probes: tuple[Any, Any],
+    name: str,
+    first: dict,
+    work: Path,
+) -> dict[str, Any]:
+    """dfsu-loop after its first PSCU round on pseudo-PII (``first``): estimate the leak;
+    unlearn the model's own samples that emit a consistent value (their values and the
+    annotator's spans ascended, the rest descended) for at most ``loop_steps`` steps within
+    the original perplexity bound; again, until the estimate reaches 0, stops falling, a
+    round meets the bound, or ``loop_rounds`` are spent. The round with the lowest estimate
+    is kept. Each finished round is saved in ``work``, so a killed run resumes there."""
+    from dfsu.evaluation.leak import extraction_texts
+
+    uc = cfg.unlearning
+    round_uc = dataclasses.replace(uc, max_steps=uc.loop_steps)
+    check, confirm = probes
+    unwrapped = loop.unwrapped()
+    base = (first["check_base"], first["start_ppl"])
+    state = _RoundLog.open(work, cfg, first)
+    out, reason = first, "rounds spent"
+    number = len(state.rounds)
+    if number:
+        set_peft_model_state_dict(unwrapped, state.load(number - 1))
+        out = state.rounds[-1]["out"]
+    while True:
+        estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
+        if number == len(state.rounds):  # a round resumed from disk was estimated before
+            state.add(number, estimate, out, _lora_state(unwrapped))
+        record = state.rounds[number]
+        info_line = f"{name} round {number}: {record['consistent']} consistent values"
+        from dfsu.ui import info
+
+        info(info_line)
+        best = min(state.rounds, key=lambda r: (r["consistent"], r["round"]))
+        if record["consistent"] == 0:
+            reason = "the leak estimate reached 0"
+        elif best["round"] != number:
+            reason = "the leak estimate stopped falling"
+        elif out["stop_reason"].startswith("perplexity"):
+            reason = "the perplexity bound"
+        elif number >= uc.loop_rounds:
+            reason = f"{uc.loop_rounds} extraction rounds spent"
+        else:
+            values = [v["value"] for v in estimate["values"]]
+            prefixes = [p.prefix for p in meter.prompts]
+            rows = extraction_texts(prefixes, generations, spans, values)
+            data = dict(texts, **_split_rows(rows, tokenizer, uc, cfg.seed + number))
+            loop.reset_optimizer_state()
+            loop.set_lr(uc.lr)
+            result = _train(
+                loop, METHODS["pscu"], round_uc, data, check, f"{name} r{number + 1}", confirm, base
+            )
+            out = {k: result[k] for k in ("checks", "keep", "steps", "stop_reason")}
+            number += 1
+            continue
+        break
+    best = min(state.rounds, key=lambda r: (r["consistent"], r["round"]))
+    set_peft_model_state_dict(unwrapped, state.load(best["round"]))
+    kept_step = sum(r["kept_step"] for r in state.rounds[: best["round"] + 1])
+    public = [{k: v for k, v in r.items() if k != "out"} for r in state.rounds]
+    return {"rounds": public, "stop_reason": reason, "kept_step": kept_step, "kept_round": best}
+
+
+def _split_rows(rows: list[dict], tokenizer: Any, uc: UnlearnConfig, seed: int) -> dict:
+    """Unlearning texts of one round, a held-out share for the PII-token proxy."""
+    rows = list(rows)
+    random.Random(f"holdout-{seed}").shuffle(rows)
+    n_held = max(1, round(uc.holdout * len(rows))) if len(rows) > 1 else 0
+    held = rows[:n_held] or rows
+    return {
+        "train": encode_masked(tokenizer, rows[n_held:] or rows, uc.max_length),
+        "held": encode_masked(tokenizer, held, uc.max_length),
+    }
+
+
+class _RoundLog:
+    """dfsu-loop's finished rounds on disk: rounds.json and one adapter state per round."""
+
+    def __init__(self, work: Path, key: str, rounds: list[dict]):
+        self.work, self.key, self.rounds = work, key, rounds
+
+    @classmethod
+    def open(cls, work: Path, cfg: RunConfig, first: dict) -> _RoundLog:
+        import hashlib
+        import json
+        import shutil
+
+        sections = [
+            dataclasses.asdict(getattr(cfg, n)) for n in ("unlearning", "leak", "evaluation")
+        ]
+        blob = json.dumps([cfg.seed, sections, first["checks"]], sort_keys=True, default=str)
+        key = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        path = work / "rounds.json"
+        if path.is_file():
+            saved = json.loads(path.read_text())
+            if saved.get("key") == key:
+                return cls(work, key, saved["rounds"])
+        shutil.rmtree(work, ignore_errors=True)  # another configuration's rounds
+        work.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return cls(work, key, [])
+
+    def add(self, number: int, estimate: dict, out: dict, lora: dict) -> None:
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous().cpu() for k, v in lora.items()}, self.work / f"{number}.st")
+        checks = out["checks"]
+        self.rounds.append(
+            {
+                "round": number,
+                "consistent": estimate["consistent"],
+                "emitted": estimate["emitted"],
+                "by_label": {k: v["consistent"] for k, v in estimate["by_label"].items()},
+                "kept_step": checks[out["keep"]]["step"],
+                "steps": out["steps"],
+                "round_stop": out["stop_reason"],
+                "ppl": checks[out["keep"]]["ppl"],
+                "out": {k: out[k] for k in ("checks", "keep", "steps", "stop_reason")},
+            }
+        )
+        atomic_write_json(self.work / "rounds.json", {"key": self.key, "rounds": self.rounds})
+
+    def load(self, number: int) -> dict[str, torch.Tensor]:
+        from safetensors.torch import load_file
+
+        return load_file(str(self.work / f"{number}.st"))

@@ -1,0 +1,228 @@
+"""The leak estimate: how much PII a model still emits, measured without the private data.
+
+Prefixes of entity-swapped record shapes (the text before each shape's first entity, after a
+public opener) are continued K times with the evaluation's sampling. The run's annotator
+finds PII values in the continuations; a value counts when it is absent from the prompt and
+from the swap pool (so it was not handed to the model), and it is *consistent* when it comes
+back in at least m of the K samples of one prompt: a model that recites a memorized value
+does so again and again, one that makes values up rarely repeats them.
+
+Only the swap pool (public values), the record shapes and the model are read: never the
+private records. ``count_leaks`` is the pure part; ``LeakMeter`` samples and annotates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from dfsu.errors import DfsuError
+from dfsu.evaluation.sampler import Prompt, make_prompts, sample_continuations
+from dfsu.pii.records import Span
+from dfsu.pii.redact import mask_value
+
+STRIP = " \t\n.,;:!?()[]{}<>\"'"
+
+
+def clean_value(value: str) -> str | None:
+    """A found value without surrounding punctuation; None when fewer than 2 letters/digits."""
+    value = value.strip(STRIP)
+    return value if sum(c.isalnum() for c in value) >= 2 else None
+
+
+def count_leaks(
+    prefixes: Sequence[str],
+    generations: Sequence[Sequence[str]],
+    spans: Sequence[Sequence[Sequence[Span]]],
+    excluded: set[str],
+    min_count: int,
+) -> dict[str, Any]:
+    """Consistent and emitted values (pure).
+
+    ``spans[i][j]``: the spans found in ``prefixes[i] + generations[i][j]``; only those in
+    the generated part count. A value in the prompt or in ``excluded`` (the swap pool) is
+    never counted. Returns distinct-value counts overall and by label (a value's label is
+    the one it was found with most often) and the values, most repeated first."""
+    per_prompt: list[Counter] = []
+    labels: dict[str, Counter] = defaultdict(Counter)
+    for prefix, gens, found in zip(prefixes, generations, spans, strict=True):
+        if len(gens) != len(found):
+            raise ValueError("count_leaks: one span list per generation")
+        seen: Counter = Counter()
+        for row in found:  # the spans of each sample (gens: the samples themselves)
+            values = set()
+            for span in row:
+                value = clean_value(span.value)
+                if span.start < len(prefix) or value is None:
+                    continue
+                if value in excluded or value in prefix:
+                    continue
+                values.add(value)
+                labels[value][span.label] += 1
+            seen.update(values)
+        per_prompt.append(seen)
+    best: Counter = Counter()  # a value's highest count of samples within one prompt
+    prompts_consistent: Counter = Counter()
+    for seen in per_prompt:
+        for value, n in seen.items():
+            best[value] = max(best[value], n)
+            if n >= min_count:
+                prompts_consistent[value] += 1
+    label_of = {v: c.most_common(1)[0][0] for v, c in labels.items()}
+    by_label: dict[str, dict[str, int]] = {}
+    for value in best:
+        entry = by_label.setdefault(label_of[value], {"consistent": 0, "emitted": 0})
+        entry["emitted"] += 1
+        entry["consistent"] += int(best[value] >= min_count)
+    values = [
+        {"value": v, "label": label_of[v], "samples": best[v], "prompts": prompts_consistent[v]}
+        for v in sorted(best, key=lambda v: (-best[v], -prompts_consistent[v], v))
+        if best[v] >= min_count
+    ]
+    return {
+        "consistent": len(values),
+        "emitted": len(best),
+        "by_label": dict(sorted(by_label.items())),
+        "values": values,
+        "prompts": len(prefixes),
+    }
+
+
+def extraction_texts(
+    prefixes: Sequence[str],
+    generations: Sequence[Sequence[str]],
+    spans: Sequence[Sequence[Sequence[Span]]],
+    values: Sequence[str],
+) -> list[dict[str, Any]]:
+    """The model's own samples that emit an extracted value, as unlearning texts (pure):
+    prompt + continuation, the PII mask being the annotator's spans in the continuation and
+    every occurrence of an extracted value there."""
+    rows = []
+    for prefix, gens, found in zip(prefixes, generations, spans, strict=True):
+        for generation, row in zip(gens, found, strict=True):
+            hits = [v for v in values if v in generation]
+            if not hits:
+                continue
+            text, start = prefix + generation, len(prefix)
+            marked = {(s.start, s.end) for s in row if s.start >= start}
+            for value in hits:
+                at = text.find(value, start)
+                while at >= 0:
+                    marked.add((at, at + len(value)))
+                    at = text.find(value, at + 1)
+            rows.append({"text": text, "spans": sorted(marked)})
+    return rows
+
+
+def shown(estimate: dict[str, Any], show_pii: bool, top: int = 20) -> dict[str, Any]:
+    """The estimate as written to files: values masked unless asked, the most repeated first."""
+    out = {k: v for k, v in estimate.items() if k != "values"}
+    out["values"] = [
+        dict(v, value=v["value"] if show_pii else mask_value(v["value"]))
+        for v in estimate["values"][:top]
+    ]
+    out["values_shown"] = "true values" if show_pii else "masked"
+    return out
+
+
+def swap_pool(run: Path) -> dict[str, list[str]]:
+    path = Path(run) / "data" / "swap_pool.json"
+    if not path.is_file():
+        raise DfsuError(f"{path}: missing (the leak estimate needs the run's swap pool)")
+    return json.loads(path.read_text())
+
+
+def leak_prompts(
+    pool: dict[str, list[str]],
+    templates: dict[str, str],
+    per_template: int,
+    max_new_tokens: int,
+    seed: int,
+    tokenizer: Any,
+) -> list[Prompt]:
+    """Each shape filled ``per_template`` times from the swap pool, cut before its first
+    entity; the record's own (public) values are dropped, only its prefix is continued."""
+    from dfsu.pii.generator import fill_from_pool
+
+    records = fill_from_pool(pool, per_template * len(templates), seed, templates)
+    prompts = make_prompts(records, "first_entity", tokenizer)
+    return [replace(p, suffix="", entities=[], suffix_tokens=max_new_tokens) for p in prompts]
+
+
+class LeakMeter:
+    """``meter(model, tokenizer, device, limit=None)``: the leak estimate of a model (K
+    samples of each prompt, or of the first ``limit`` prompts, which cycle through the
+    shapes), with the generations and the spans found in prompt + generation."""
+
+    def __init__(
+        self,
+        prompts: list[Prompt],
+        annotate: Callable[[list[str]], list[list[Span]]],
+        excluded: set[str],
+        cfg: Any,
+    ):
+        self.prompts, self.annotate, self.excluded, self.cfg = prompts, annotate, excluded, cfg
+
+    def __call__(self, model: Any, tokenizer: Any, device: Any, limit: int | None = None):
+        lc, ec = self.cfg.leak, self.cfg.evaluation
+        prompts = self.prompts[:limit] if limit else self.prompts
+        side = tokenizer.padding_side
+        generations = sample_continuations(
+            model,
+            tokenizer,
+            prompts,
+            num_samples=lc.samples,
+            top_p=ec.top_p,
+            top_k=ec.top_k,
+            temperature=ec.temperature,
+            seed=self.cfg.seed + 101,
+            batch_size=32,
+            device=device,
+        )
+        tokenizer.padding_side = side
+        texts = [p.prefix + g for p, gs in zip(prompts, generations, strict=True) for g in gs]
+        found = iter(self.annotate(texts))
+        spans = [[next(found) for _ in gs] for gs in generations]
+        estimate = count_leaks(
+            [p.prefix for p in prompts], generations, spans, self.excluded, lc.min_count
+        )
+        estimate["samples_per_prompt"] = lc.samples
+        estimate["min_count"] = lc.min_count
+        return estimate, generations, spans
+
+
+def leak_meter(cfg: Any, run: str | Path, tokenizer: Any) -> LeakMeter:
+    """The run's meter: prompts from its swap pool and the record shapes, its annotator (the
+    tagger in RUN/tagger or ``tagger.path``), sampling as in the evaluation. Reads
+    ``seed``, ``leak``, ``evaluation`` and ``tagger``; never the private records."""
+    from dfsu.pii.annotators import load_offline
+
+    annotator = load_offline(cfg.leak.annotator, cfg.tagger, Path(run), None)
+    return build_meter(cfg, swap_pool(Path(run)), annotator, tokenizer)
+
+
+def build_meter(
+    cfg: Any, pool: dict[str, list[str]], annotate: Callable, tokenizer: Any
+) -> LeakMeter:
+    """A meter over any swap pool of public values and any annotator."""
+    from dfsu.pii.generator import load_templates
+
+    lc = cfg.leak
+    templates = load_templates(lc.templates, None)
+    usable = {k: v for k, v in templates.items() if _fillable(v, pool)}
+    if not usable:
+        raise DfsuError("leak: the swap pool holds no values for the shapes' labels")
+    seed = cfg.seed + 29
+    prompts = leak_prompts(pool, usable, lc.per_template, lc.max_new_tokens, seed, tokenizer)
+    excluded = {v for values in pool.values() for v in values}
+    return LeakMeter(prompts, annotate, excluded, cfg)
+
+
+def _fillable(template: str, pool: dict[str, list[str]]) -> bool:
+    from dfsu.pii.generator import PLACEHOLDER
+
+    return all(pool.get(label) for label in PLACEHOLDER.findall(template))

@@ -1,0 +1,106 @@
+"""The data-free leak estimate: the pure counting, the extraction texts, and a real meter."""
+
+import shutil
+
+import pytest
+
+from dfsu.components.models import load_causal_lm
+from dfsu.config import load_config
+from dfsu.evaluation.leak import clean_value, count_leaks, extraction_texts, leak_meter, shown
+from dfsu.pii.records import Span
+
+
+def _span(text, value, label, start=0):
+    at = text.index(value, start)
+    return Span(value, at, at + len(value), label)
+
+
+def _spans(prefix, generations, found):
+    """found[j]: (value, label) pairs to mark in prefix + generations[j]."""
+    out = []
+    for generation, pairs in zip(generations, found, strict=True):
+        text = prefix + generation
+        out.append([_span(text, v, label, len(prefix)) for v, label in pairs])
+    return out
+
+
+def test_a_value_counts_once_it_comes_back_in_m_of_k_samples():
+    prefix = "Ticket #1: Login alert: user"
+    gens = [" jdoe88 signed in", " jdoe88 from x", " maria_k signed in"]
+    found = [[("jdoe88", "USERNAME")], [("jdoe88", "USERNAME")], [("maria_k", "USERNAME")]]
+    est = count_leaks([prefix], [gens], [_spans(prefix, gens, found)], set(), min_count=2)
+    assert est["consistent"] == 1 and est["emitted"] == 2
+    assert est["values"] == [{"value": "jdoe88", "label": "USERNAME", "samples": 2, "prompts": 1}]
+    assert est["by_label"] == {"USERNAME": {"consistent": 1, "emitted": 2}}
+    # m = 3: nothing is consistent; m = 1: both are.
+    assert count_leaks([prefix], [gens], [_spans(prefix, gens, found)], set(), 3)["consistent"] == 0
+    assert count_leaks([prefix], [gens], [_spans(prefix, gens, found)], set(), 1)["consistent"] == 2
+
+
+def test_values_from_the_prompt_or_the_swap_pool_and_spans_in_the_prefix_never_count():
+    prefix = "Call log: Anna Berg called from"
+    gens = [" 555-0101 about Anna", " 555-0101 about Anna"]
+    found = [[("555-0101", "PHONENUMBER"), ("Anna", "FIRSTNAME")]] * 2
+    spans = _spans(prefix, gens, found)
+    spans = [row + [Span("Anna", 10, 14, "FIRSTNAME")] for row in spans]  # inside the prefix
+    est = count_leaks([prefix], [gens], [spans], {"555-0101"}, 2)
+    assert est["consistent"] == 0 and est["emitted"] == 0
+    est = count_leaks([prefix], [gens], [spans], set(), 2)
+    assert [v["value"] for v in est["values"]] == ["555-0101"]
+
+
+def test_consistency_is_per_prompt_and_labels_follow_the_majority():
+    a, b = "A: user", "B: user"
+    one = [" zed1 x", " y"]
+    est = count_leaks(
+        [a, b],
+        [one, one],
+        [
+            _spans(a, one, [[("zed1", "USERNAME")], []]),
+            _spans(b, one, [[("zed1", "FIRSTNAME")], []]),
+        ],
+        set(),
+        2,
+    )
+    # Once in each of two prompts is not twice within one prompt.
+    assert est["consistent"] == 0 and est["emitted"] == 1 and est["prompts"] == 2
+
+
+def test_clean_value_strips_punctuation_and_drops_single_characters():
+    assert clean_value(" (jdoe88). ") == "jdoe88"
+    assert clean_value("A.") is None and clean_value("...") is None
+
+
+def test_extraction_texts_mark_every_occurrence_of_an_extracted_value():
+    prefix = "Login alert: user"
+    gens = [[" jdoe88 then jdoe88", " nobody here"]]
+    spans = [[[Span("jdoe88", 18, 24, "USERNAME")], []]]
+    rows = extraction_texts([prefix], gens, spans, ["jdoe88"])
+    assert len(rows) == 1  # the sample without the value is not an unlearning text
+    text = rows[0]["text"]
+    assert [text[s:e] for s, e in rows[0]["spans"]] == ["jdoe88", "jdoe88"]
+
+
+def test_shown_masks_values_unless_asked():
+    est = {"consistent": 1, "emitted": 1, "by_label": {}, "values": [{"value": "jdoe88"}]}
+    assert shown(est, False)["values"][0]["value"] != "jdoe88"
+    assert shown(est, True)["values"][0]["value"] == "jdoe88"
+
+
+def test_count_leaks_refuses_misaligned_spans():
+    with pytest.raises(ValueError):
+        count_leaks(["p"], [[" a", " b"]], [[[]]], set(), 1)
+
+
+@pytest.mark.slow
+def test_the_estimate_never_reads_the_private_records(trained_micro_run, tmp_path):
+    _, source = trained_micro_run
+    run = tmp_path / "run"
+    shutil.copytree(source, run)
+    cfg = load_config(str(run / "config.yaml"), ["leak.samples=3"])  # the hybrid annotator
+    model, tok = load_causal_lm(run / "target")
+    first, gens, _ = leak_meter(cfg, run, tok)(model, tok, "cpu")
+    (run / "data" / "pii_records.jsonl").unlink()
+    second, gens_again, _ = leak_meter(cfg, run, tok)(model, tok, "cpu")
+    assert first == second and gens == gens_again
+    assert first["prompts"] > 0 and all(len(g) == 3 for g in gens)
