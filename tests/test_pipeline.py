@@ -101,7 +101,7 @@ def test_run_writes_the_exact_files_and_every_row(reference):
         assert sum(v["consistent"] for v in leak["by_label"].values()) == leak["consistent"]
         assert 0 <= leak["consistent_true"] <= leak["consistent"]
     loop = json.loads((run / "unlearned" / "dfsu-loop" / "summary.json").read_text())
-    rounds = loop["rounds"]  # round 0 = the PSCU round on pseudo-PII, then extraction rounds
+    rounds = loop["rounds"]  # round 0 = the original model, then extract -> PSCU rounds
     assert 1 <= len(rounds) <= 3 and [r["round"] for r in rounds] == list(range(len(rounds)))
     assert loop["stop_reason"] and "consistent" in rounds[0]
     assert results["inverter"]["mode"] == "all"

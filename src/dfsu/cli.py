@@ -165,7 +165,7 @@ def _add_method_parsers(sub: Any) -> None:
         default="pseudo",
         choices=["pseudo", "oracle", "loop"],
         help="pseudo-PII (data-free), the true records (oracle upper bound), or loop: "
-        "pseudo-PII, then rounds on what the leak estimate extracts (dfsu-loop)",
+        "rounds on what the leak estimate extracts from the model (dfsu-loop)",
     )
     un.add_argument("--name", default=None, help="output name (default: METHOD-DATA)")
     un.add_argument("overrides", nargs="*", metavar="key.sub=value", help="e.g. unlearning.lr=5e-4")
@@ -612,7 +612,10 @@ def cmd_unlearn(args: argparse.Namespace) -> int:
 
     run = Path(args.run)
     cfg = _run_config(run, args.overrides)
-    out = unlearn(cfg, run, args.method, args.data, args.name)
+    # `dfsu run` keeps pseudo-PII per source (RUN/pseudo/<source>), `dfsu annotate` in RUN/pseudo.
+    pseudo = run / "pseudo" / cfg.synthesis.source
+    pseudo = pseudo if (pseudo / "pseudo.jsonl").is_file() else None
+    out = unlearn(cfg, run, args.method, args.data, args.name, pseudo)
     summary = json.loads((out / "summary.json").read_text())
     kept = summary["kept_check"]
     print(

@@ -370,9 +370,9 @@ class UnlearnConfig:
         "on leak.check_prompts prompts; methods kept by their last check are unaffected)",
     )
     loop_rounds: int = _f(
-        3, "dfsu-loop: extract -> unlearn rounds after the first PSCU round on pseudo-PII"
+        4, "dfsu-loop: most extract -> PSCU rounds (each extracts from the model it unlearns)"
     )
-    loop_steps: int = _f(60, "dfsu-loop: most optimizer steps of each extraction round")
+    loop_steps: int = _f(60, "dfsu-loop: most optimizer steps of each round")
 
     def __post_init__(self) -> None:
         _check(

@@ -34,9 +34,9 @@ from dfsu.unlearning.methods import METHODS
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
 EVAL_FORMAT = 4
-DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only"]
+DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only", "dfsu-loop"]
 # row -> (method, data) for unlearned rows; "dfsu-<source>" rows use that pseudo source.
-# dfsu-loop: a PSCU round on pseudo-PII, then rounds on what the leak estimate extracts.
+# dfsu-loop: PSCU rounds on what the leak estimate extracts from the model itself.
 UNLEARNED = (
     {"oracle": ("pscu", "oracle")}
     | {m.row: (m.name, "pseudo") for m in METHODS.values()}
@@ -247,7 +247,7 @@ def run_pipeline(
 
 
 def _needs_pseudo(rows: list[str]) -> bool:
-    return any(r in SOURCE_ROWS or UNLEARNED.get(r, ("", "oracle"))[1] != "oracle" for r in rows)
+    return any(r in SOURCE_ROWS or UNLEARNED.get(r, ("", ""))[1] == "pseudo" for r in rows)
 
 
 def _pseudo_stages(
@@ -314,7 +314,7 @@ def _unlearn_stages(
         if row in SOURCE_ROWS and source == default and "dfsu" in rows:
             model_keys[row], model_dirs[row] = None, None  # same as the "dfsu" row
             continue
-        upstream = pseudo_keys[source] if data != "oracle" else k_target
+        upstream = pseudo_keys[source] if data == "pseudo" else k_target
         pseudo_dir = run / "pseudo" / source
         model_keys[row] = stage(
             f"unlearn:{row}",

@@ -98,15 +98,16 @@ def extraction_texts(
     spans: Sequence[Sequence[Sequence[Span]]],
     values: Sequence[str],
 ) -> list[dict[str, Any]]:
-    """The model's own samples that emit an extracted value, as unlearning texts (pure):
+    """The model's own samples that emit an extracted value, once each, as unlearning texts (pure):
     prompt + continuation, the PII mask being the annotator's spans in the continuation and
     every occurrence of an extracted value there."""
-    rows = []
+    rows, seen = [], set()
     for prefix, gens, found in zip(prefixes, generations, spans, strict=True):
         for generation, row in zip(gens, found, strict=True):
             hits = [v for v in values if v in generation]
-            if not hits:
+            if not hits or prefix + generation in seen:  # a recited sample comes back whole
                 continue
+            seen.add(prefix + generation)
             text, start = prefix + generation, len(prefix)
             marked = {(s.start, s.end) for s in row if s.start >= start}
             for value in hits:

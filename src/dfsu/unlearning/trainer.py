@@ -193,11 +193,13 @@ def _data(
     text for perplexity, and public retain text (general and NLI rows, never the records)."""
     uc = cfg.unlearning
     name = f"{method.name}-{data}"
-    rows = unlearning_texts(run, data, pseudo)
+    rows = unlearning_texts(run, data, pseudo) if data != "loop" else [{}, {}]  # from the model
     if len(rows) < 2:
         raise DfsuError(f"{name}: needs at least 2 unlearning texts, found {len(rows)}")
     random.Random(f"holdout-{cfg.seed}").shuffle(rows)
-    if data == "oracle":
+    if data == "loop":  # each round extracts its own texts (``_rounds``)
+        train = held = []
+    elif data == "oracle":
         # The oracle must forget every true record: its proxy is read on the forget set itself.
         train = held = encode_masked(tokenizer, rows, uc.max_length)
     else:
@@ -410,18 +412,12 @@ def unlearn(
         task_type="CAUSAL_LM",
     )
     model = get_peft_model(base, lora)
-    texts = _data(
-        cfg, run, "pseudo" if data == "loop" else data, pseudo, tokenizer, METHODS[method]
-    )
+    texts = _data(cfg, run, data, pseudo, tokenizer, METHODS[method])
     texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=uc.lr)
     loop = TrainLoop(model, optimizer, cfg.target.device)
     tracker = _privacy_tracker(cfg, run, tokenizer, loop.device) if uc.track_privacy else None
-    meter = None
-    if uc.keep_by == "leak" or data == "loop":
-        from dfsu.evaluation.leak import leak_meter
-
-        meter = leak_meter(cfg, run, tokenizer)
+    meter = _meter(cfg, run, tokenizer) if uc.keep_by == "leak" or data == "loop" else None
 
     window = default_window(model)
     check_pieces = perplexity_pieces(tokenizer, texts["check_texts"], window)
@@ -445,11 +441,13 @@ def unlearn(
 
     # Loop: optimizer steps with accumulation; checks and the stopping policy.
     confirm = full_ppl if len(texts["check_texts"]) < len(texts["eval_texts"]) else None
-    out = _train(loop, METHODS[method], uc, texts, check, name, confirm)
     rounds = None
     if data == "loop":
         work = run / "unlearned" / f".{name}.rounds"
-        rounds = _rounds(cfg, loop, tokenizer, meter, texts, (check, confirm), name, out, work)
+        rounds = _rounds(cfg, loop, tokenizer, meter, texts, (check, confirm), name, work)
+        out = rounds.pop("out")
+    else:
+        out = _train(loop, METHODS[method], uc, texts, check, name, confirm)
     kept = out["checks"][out["keep"]]
     summary = {
         "name": name,
@@ -496,6 +494,12 @@ def _save(loop: TrainLoop, final: Path, tokenizer: Any, log: list, summary: dict
     loop.accelerator.wait_for_everyone()
 
 
+def _meter(cfg: RunConfig, run: Path, tokenizer: Any) -> Any:
+    from dfsu.evaluation.leak import leak_meter
+
+    return leak_meter(cfg, run, tokenizer)
+
+
 def _rounds(
     cfg: RunConfig,
     loop: TrainLoop,
@@ -504,65 +508,83 @@ def _rounds(
     texts: dict,
     probes: tuple[Any, Any],
     name: str,
-    first: dict,
     work: Path,
 ) -> dict[str, Any]:
-    """dfsu-loop after its first PSCU round on pseudo-PII (``first``): estimate the leak;
-    unlearn the model's own samples that emit a consistent value (their values and the
+    """dfsu-loop: estimate the leak of the current model (round 0: the original); unlearn
+    the model's own samples that emit a consistent value (those values' tokens and the
     annotator's spans ascended, the rest descended) for at most ``loop_steps`` steps within
-    the original perplexity bound; again, until the estimate reaches 0, stops falling, a
-    round meets the bound, or ``loop_rounds`` are spent. The round with the lowest estimate
-    is kept. Each finished round is saved in ``work``, so a killed run resumes there."""
+    the original model's perplexity bound; again, until the estimate reaches 0, stops
+    falling, no step of a round stays within the bound, or ``loop_rounds`` are spent. The
+    round with the lowest estimate is kept. Finished rounds are saved in ``work``, so a
+    killed run resumes there."""
     from dfsu.evaluation.leak import extraction_texts
+    from dfsu.ui import info
 
     uc = cfg.unlearning
     round_uc = dataclasses.replace(uc, max_steps=uc.loop_steps)
     check, confirm = probes
     unwrapped = loop.unwrapped()
-    base = (first["check_base"], first["start_ppl"])
+    first = check(0, 0.0)
+    base = (first["ppl"], confirm() if confirm else first["ppl"])
     state = _RoundLog.open(work, cfg, first)
-    out, reason = first, "rounds spent"
-    number = len(state.rounds)
-    if number:
-        set_peft_model_state_dict(unwrapped, state.load(number - 1))
-        out = state.rounds[-1]["out"]
+    out = {"checks": [first], "keep": 0, "steps": 0, "stop_reason": "", "log": []}
+    number = max(len(state.rounds) - 1, 0)
+    if state.rounds:
+        set_peft_model_state_dict(unwrapped, state.load(number))
+        out = state.rounds[number]["out"]
     while True:
         estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
-        if number == len(state.rounds):  # a round resumed from disk was estimated before
+        if number == len(state.rounds):  # a round resumed from disk was recorded before
             state.add(number, estimate, out, _lora_state(unwrapped))
         record = state.rounds[number]
-        info_line = f"{name} round {number}: {record['consistent']} consistent values"
-        from dfsu.ui import info
-
-        info(info_line)
+        info(f"{name} round {number}: {record['consistent']} consistent values")
         best = min(state.rounds, key=lambda r: (r["consistent"], r["round"]))
         if record["consistent"] == 0:
             reason = "the leak estimate reached 0"
         elif best["round"] != number:
             reason = "the leak estimate stopped falling"
-        elif out["stop_reason"].startswith("perplexity"):
-            reason = "the perplexity bound"
+        elif number > 0 and out["keep"] == 0:
+            reason = "no step of the round stayed within the perplexity bound"
         elif number >= uc.loop_rounds:
-            reason = f"{uc.loop_rounds} extraction rounds spent"
+            reason = f"{uc.loop_rounds} rounds spent"
         else:
             values = [v["value"] for v in estimate["values"]]
             prefixes = [p.prefix for p in meter.prompts]
             rows = extraction_texts(prefixes, generations, spans, values)
-            data = dict(texts, **_split_rows(rows, tokenizer, uc, cfg.seed + number))
+            # In place: the checks read the held-out share of this round's texts.
+            texts.update(_split_rows(rows, tokenizer, uc, cfg.seed + number))
             loop.reset_optimizer_state()
             loop.set_lr(uc.lr)
             result = _train(
-                loop, METHODS["pscu"], round_uc, data, check, f"{name} r{number + 1}", confirm, base
+                loop,
+                METHODS["pscu"],
+                round_uc,
+                texts,
+                check,
+                f"{name} r{number + 1}",
+                confirm,
+                base,
             )
-            out = {k: result[k] for k in ("checks", "keep", "steps", "stop_reason")}
+            out = {k: result[k] for k in ("checks", "keep", "steps", "stop_reason", "log")}
             number += 1
             continue
         break
-    best = min(state.rounds, key=lambda r: (r["consistent"], r["round"]))
     set_peft_model_state_dict(unwrapped, state.load(best["round"]))
-    kept_step = sum(r["kept_step"] for r in state.rounds[: best["round"] + 1])
-    public = [{k: v for k, v in r.items() if k != "out"} for r in state.rounds]
-    return {"rounds": public, "stop_reason": reason, "kept_step": kept_step, "kept_round": best}
+    kept = state.rounds[best["round"]]["out"]
+    return {
+        "rounds": [{k: v for k, v in r.items() if k != "out"} for r in state.rounds],
+        "stop_reason": reason,
+        "kept_step": sum(r["kept_step"] for r in state.rounds[: best["round"] + 1]),
+        "out": dict(
+            kept,
+            steps=sum(r["steps"] for r in state.rounds),
+            total=uc.loop_rounds * uc.loop_steps,
+            start_ppl=base[1],
+            bound=base[1] * (1 + uc.max_ppl_increase),
+            backtracks=sum(1 for c in kept["checks"] if c.get("backtrack")),
+            log=[e for r in state.rounds for e in r["out"]["log"]],
+        ),
+    }
 
 
 def _split_rows(rows: list[dict], tokenizer: Any, uc: UnlearnConfig, seed: int) -> dict:
@@ -585,6 +607,7 @@ class _RoundLog:
 
     @classmethod
     def open(cls, work: Path, cfg: RunConfig, first: dict) -> _RoundLog:
+        """The rounds saved for this configuration and starting model, or none."""
         import hashlib
         import json
         import shutil
@@ -592,7 +615,7 @@ class _RoundLog:
         sections = [
             dataclasses.asdict(getattr(cfg, n)) for n in ("unlearning", "leak", "evaluation")
         ]
-        blob = json.dumps([cfg.seed, sections, first["checks"]], sort_keys=True, default=str)
+        blob = json.dumps([cfg.seed, sections, first], sort_keys=True, default=str)
         key = hashlib.sha256(blob.encode()).hexdigest()[:16]
         path = work / "rounds.json"
         if path.is_file():
@@ -618,7 +641,7 @@ class _RoundLog:
                 "steps": out["steps"],
                 "round_stop": out["stop_reason"],
                 "ppl": checks[out["keep"]]["ppl"],
-                "out": {k: out[k] for k in ("checks", "keep", "steps", "stop_reason")},
+                "out": {k: out[k] for k in ("checks", "keep", "steps", "stop_reason", "log")},
             }
         )
         atomic_write_json(self.work / "rounds.json", {"key": self.key, "rounds": self.rounds})
