@@ -143,3 +143,29 @@ def test_audit_cli_bad_model_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "not a model directory" in err and "Traceback" not in err
     assert not (tmp_path / "x").exists()
+
+
+def test_audit_leak_estimates_both_models_and_masks_their_values(unlearned_run, tmp_path, capsys):
+    run = unlearned_run
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("Login alert: user\n")
+    args = ["audit", "--model", str(run / "target"), "--adapter"]
+    args += [str(run / "unlearned/pscu-oracle/adapter"), "--prompts", str(prompts), "--leak"]
+    args += ["--run", str(run), "--html", str(tmp_path / "a.html")]
+    assert main([*args, "--json", str(tmp_path / "a.json")]) == 0
+    assert "leak estimate" in capsys.readouterr().out
+    masked = json.loads((tmp_path / "a.json").read_text())["leak"]
+    assert set(masked["estimates"]) == {"original", "unlearned"}
+    for estimate in masked["estimates"].values():
+        assert 0 <= estimate["consistent"] <= estimate["emitted"] and estimate["prompts"] > 0
+        assert estimate["values_shown"] == "masked"
+    assert main([*args, "--json", str(tmp_path / "b.json"), "--show-pii"]) == 0
+    shown = json.loads((tmp_path / "b.json").read_text())["leak"]
+    for name, estimate in shown["estimates"].items():  # same sampling, same counts
+        assert estimate["consistent"] == masked["estimates"][name]["consistent"]
+        for value in estimate["values"]:
+            if len(value["value"]) > 3:
+                assert value["value"] not in json.dumps(masked)
+    # Not a run directory: one line, exit 2.
+    bad = ["audit", "--model", str(run / "target"), "--leak", "--run", str(tmp_path)]
+    assert main([*bad, "--prompts", str(prompts), "--html", str(tmp_path / "c.html")]) == 2

@@ -125,3 +125,12 @@ def test_e_hit_by_label_on_a_hand_made_case():
     assert sum(v["hit"] for v in got.values()) / sum(v["total"] for v in got.values()) == (
         score(samples)["E_Hit"] / 100
     )
+
+
+def test_spearman_ranks_with_ties_and_constant_sides():
+    from dfsu.evaluation.metrics import spearman
+
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 400]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 1, 2], [5, 5, 9]) == pytest.approx(1.0)  # ties share their mean rank
+    assert spearman([1, 2, 3], [7, 7, 7]) == 0.0

@@ -9,7 +9,7 @@ from typing import Any
 from dfsu.components.html import CSS, label_table, scatter
 from dfsu.rundir import atomic_write_text
 
-COLUMNS = ("ERR", "E_Hit", "PPL", "NLI_acc", "retain_EM")
+COLUMNS = ("ERR", "E_Hit", "PPL", "NLI_acc", "retain_EM", "leak")
 
 
 def sweep_rows(payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -24,6 +24,7 @@ def sweep_rows(payload: dict[str, Any]) -> list[dict[str, Any]]:
         for row in point["rows"]:
             entry = {"point": point["name"], "params": point["params"], "method": row["method"]}
             entry |= {k: row.get(k) for k in COLUMNS}
+            entry["leak"] = (row.get("leak_estimate") or {}).get("consistent")
             entry["kept_step"] = row.get("kept_step")
             entry["stop_reason"] = row.get("stop_reason")
             if original and row.get("PPL") and original.get("PPL"):

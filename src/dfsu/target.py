@@ -21,6 +21,7 @@ from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.components.records import read_records, read_retain_records
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import RunConfig, TargetConfig
+from dfsu.evaluation.metrics import spearman
 from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.evaluation.utility import perplexity, perplexity_of, perplexity_pieces
@@ -119,31 +120,9 @@ def memorization_probe(
         "overall_share": round(sum(g["memorized"] for g in rows) / len(records), 4),
         "top_group_share": shares[-1],
         # Memorization should grow with exposure: rank correlation of group vs share.
-        "spearman_exposure_share": round(_spearman(list(range(len(shares))), shares), 4),
+        "spearman_exposure_share": round(spearman(list(range(len(shares))), shares), 4),
         "max_new_tokens": max_new_tokens,
     }
-
-
-def _spearman(x: list[float], y: list[float]) -> float:
-    def ranks(v: list[float]) -> list[float]:
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                r[order[k]] = (i + j) / 2
-            i = j + 1
-        return r
-
-    rx, ry = ranks(x), ranks(y)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
-    sx = math.sqrt(sum((a - mx) ** 2 for a in rx))
-    sy = math.sqrt(sum((b - my) ** 2 for b in ry))
-    return cov / (sx * sy) if sx and sy else 0.0
 
 
 # --------------------------------------------------------------------------- the stage

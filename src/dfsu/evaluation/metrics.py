@@ -12,6 +12,7 @@ and K generations g_i1..g_iK (already cut to the suffix's length in tokens).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -133,3 +134,27 @@ def e_hit_by_label(
         label: {"hit": hit[label], "total": total[label], "pct": 100.0 * hit[label] / total[label]}
         for label in sorted(total)
     }
+
+
+def spearman(x: list[float], y: list[float]) -> float:
+    """Spearman rank correlation (ties share their mean rank); 0 when a side is constant."""
+
+    def ranks(v: list[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+
+    rx, ry = ranks(x), ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    sx = math.sqrt(sum((a - mx) ** 2 for a in rx))
+    sy = math.sqrt(sum((b - my) ** 2 for b in ry))
+    return cov / (sx * sy) if sx and sy else 0.0
