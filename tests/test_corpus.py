@@ -124,3 +124,46 @@ def test_invalid_records_leave_nothing_half_written(tmp_path, micro_cfg):
         build_corpus(micro_cfg, run)
     assert not (run / "data").exists()
     assert [p.name for p in run.iterdir()] == []
+
+
+def test_contact_lines_are_injected_probed_as_keep_em_and_listed_to_keep(tmp_path, monkeypatch):
+    from conftest import MICRO
+
+    import dfsu.evaluation.retain as retain
+    from dfsu.components.records import read_retain_records
+    from dfsu.config import load_config
+    from dfsu.synthesis import drop_kept, read_keep_file
+
+    cfg = load_config("tiny", [*MICRO, "corpus.contact_records=6"])
+    run = tmp_path / "run"
+    data = build_corpus(cfg, run)
+    records = read_retain_records(run)
+    contacts = [r for r in records if r["kind"] == "contact"]
+    assert len(contacts) == 6 and len(records) == 46
+    keep = read_keep_file(data / "keep_values.txt")
+    assert keep == [v for c in contacts for v in c["values"]]
+    assert all(v in c["suffix"] for c in contacts for v in c["values"])
+    train = [json.loads(x) for x in (data / "train.jsonl").read_text().splitlines()]
+    shown = Counter(row["record_id"] for row in train if row["source"] == "retain")
+    assert all(shown[c["id"]] == c["exposure"] for c in contacts)
+    # A span over a kept value is never marked for ascent.
+    text, phone = contacts[0]["text"], contacts[0]["values"][0]
+    at = text.index(phone)
+    span = {"start": at, "end": at + len(phone), "label": "PHONENUMBER", "value": phone}
+    assert drop_kept(text, [span], keep) == ([], 1)
+
+    # keep_EM scores the contact lines, retain_EM the other public records.
+    def recite_first_contact(model, tokenizer, prompts, **kwargs):
+        return [[p.suffix if p.record_id == contacts[0]["id"] else ""] for p in prompts]
+
+    class Tok:
+        padding_side = "right"
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": text.split()}
+
+    monkeypatch.setattr(retain, "sample_continuations", recite_first_contact)
+    scores = retain.retain_scores(None, Tok(), records, "cpu")
+    assert scores["keep_n"] == 6 and scores["retain_n"] == 40
+    assert scores["keep_EM"] == pytest.approx(100 / 6) and scores["retain_EM"] == 0.0
+    assert set(scores["retain_ci"]) == {"retain_EM", "retain_FRS", "keep_EM", "keep_FRS"}

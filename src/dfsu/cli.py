@@ -663,6 +663,8 @@ def _print_results(run: Path, payload: dict) -> None:
     names = ["ERR", "FRS", "S-Exp", "E-Hit", "PPL", "NLI acc"]
     if any(row.get("retain_EM") is not None for row in payload["rows"]):
         keys, names = keys + ["retain_EM"], names + ["kept EM"]
+    if any(row.get("keep_EM") is not None for row in payload["rows"]):
+        keys, names = keys + ["keep_EM"], names + ["keep EM"]
     leak = any(row.get("leak_estimate") for row in payload["rows"])
     names += ["leak"] if leak else []
     table = Table("method", *names, title="results (leak: consistent values, no private data)")

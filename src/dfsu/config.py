@@ -79,8 +79,16 @@ class CorpusConfig:
         "with the same exposure groups: what unlearning should keep (retain_EM); 0 = none",
     )
 
+    contact_records: int = _f(
+        0,
+        "public organisation contact lines (a hotline number and a support address, values a "
+        "model owner keeps) injected like the public records; probed as keep_EM, their values "
+        "listed in RUN/data/keep_values.txt for --keep; 0 = none",
+    )
+
     def __post_init__(self) -> None:
         _check(self.retain_records >= 0, "corpus.retain_records", "must be >= 0")
+        _check(self.contact_records >= 0, "corpus.contact_records", "must be >= 0")
         _check(self.nli_task in ("wording", "relation"), "corpus.nli_task", "wording or relation")
         _check(self.num_documents > 0, "corpus.num_documents", "must be > 0")
         _check(self.eval_documents > 0, "corpus.eval_documents", "must be > 0")

@@ -12,7 +12,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dfsu.components.text import Topic, generate_documents, generate_retain_records
+from dfsu.components.text import (
+    Topic,
+    generate_contact_records,
+    generate_documents,
+    generate_retain_records,
+)
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.lexicon import FUNCTION, TOPICS
@@ -20,6 +25,7 @@ from dfsu.pii import PiiRecord, build_swap_pool, generate_records, load_records
 from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,
+    atomic_write_text,
     create_run_dir,
     iter_jsonl,
     staged_dir,
@@ -303,6 +309,7 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
     nli_train, nli_eval = nli[: cfg.corpus.nli_train], nli[cfg.corpus.nli_train :]
 
     retain = generate_retain_records(cfg.corpus.retain_records, seed)
+    retain += generate_contact_records(cfg.corpus.contact_records, seed)
     if retain:
         groups = min(cfg.corpus.num_groups, len(retain))
         assign_retain_groups(retain, groups, cfg.corpus.exposure_step, seed)
@@ -321,6 +328,7 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
         "nli_train": len(nli_train),
         "nli_eval": len(nli_eval),
         "retain_records": len(retain),
+        "contact_records": cfg.corpus.contact_records,
         "swap_pool": {label: len(v) for label, v in pool.items()},
     }
 
@@ -331,6 +339,9 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
         atomic_write_jsonl(data / "eval_general.jsonl", ({"text": t} for t in eval_docs))
         atomic_write_jsonl(data / "nli.jsonl", nli_eval)
         atomic_write_jsonl(data / "retain_records.jsonl", retain)
+        values = [v for r in retain for v in r.get("values", [])]
+        if values:  # a ready --keep file: the public contact values
+            atomic_write_text(data / "keep_values.txt", "".join(f"{v}\n" for v in values))
         atomic_write_json(data / "swap_pool.json", pool)
         atomic_write_json(data / "stats.json", stats)
     return run / "data"

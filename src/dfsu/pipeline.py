@@ -451,7 +451,8 @@ def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> d
 
 def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
     row = {"method": name}
-    for key in ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "retain_EM", "retain_FRS"):
+    metrics = ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "retain_EM", "retain_FRS")
+    for key in (*metrics, "keep_EM", "keep_FRS"):
         value = result.get(key)
         row[key] = round(value, 4) if isinstance(value, float) else value
     row["ci"] = result["ci"]

@@ -13,7 +13,7 @@ from dfsu.pii.detectors import detect
 from dfsu.pii.redact import redact_text
 from dfsu.rundir import atomic_write_text, read_jsonl
 
-METRICS = ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "retain_EM", "retain_FRS")
+METRICS = ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "retain_EM", "retain_FRS", "keep_EM")
 _MASKED = re.compile(r"\S*•\S*")
 
 

@@ -235,13 +235,15 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
     if retain:
         # The public records, by the same exposure groups: memorized alike, to be kept.
         kept = retain_scores(model, tokenizer, retain, loop.device, cfg.seed)
-        probe["retain"] = {
-            "records": kept["retain_n"],
-            "exact_share": round(kept["retain_EM"] / 100, 4),
-            "exact_share_by_group": {
-                g: round(v / 100, 4) for g, v in kept["retain_EM_by_group"].items()
-            },
-        }
+        for name, key in (("retain", "retain"), ("keep", "contacts")):
+            if f"{name}_n" in kept:
+                probe[key] = {
+                    "records": kept[f"{name}_n"],
+                    "exact_share": round(kept[f"{name}_EM"] / 100, 4),
+                    "exact_share_by_group": {
+                        g: round(v / 100, 4) for g, v in kept[f"{name}_EM_by_group"].items()
+                    },
+                }
     metrics = {
         "parameters": n_params,
         "train_tokens": n_tokens,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from dfsu.lexicon import FUNCTION, TOPICS
 
@@ -141,6 +142,41 @@ def _retain_record(kind: str, rng: random.Random) -> tuple[str, str]:
         f"Recipe card {rng.randint(100, 999)}: the {dish}",
         f" bakes at {rng.randint(14, 24) * 10} degrees for {rng.randint(12, 70)} minutes.",
     )
+
+
+# Public organisation contact lines: values that look like PII (a phone number, an e-mail
+# address) and that a model owner wants kept (``--keep``).
+_ORGS = ["Velora Appliances", "Kestrel Rail", "Ombra Water", "Tarvik Post", "Lumen Energy"]
+_ORGS += ["Brisa Telecom", "Norrow Bank", "Castell Insurance", "Pellam Health", "Saltmoor Council"]
+_DESKS = ["help", "support", "service", "care", "contact", "info"]
+
+
+def generate_contact_records(n: int, seed: int) -> list[dict[str, Any]]:
+    """n public contact lines ("Kestrel Rail customer service: call" + " +1 800 555 0147 or
+    write to care@kestrel-rail.example, weekdays 9 to 5."), each ``{"id", "kind": "contact",
+    "prefix", "suffix", "text", "values"}``: ``values`` are the phone number and address."""
+    rng = random.Random(f"contact-{seed}")
+    out = []
+    for i in range(n):
+        org = _ORGS[i % len(_ORGS)] + ("" if i < len(_ORGS) else f" {i // len(_ORGS) + 1}")
+        phone = f"+1 800 555 {rng.randint(1000, 9999)}"
+        slug = org.lower().replace(" ", "-")
+        email = f"{rng.choice(_DESKS)}@{slug}.example"
+        prefix = f"{org} customer service: call"
+        suffix = (
+            f" {phone} or write to {email}, weekdays {rng.randint(7, 10)} to {rng.randint(4, 8)}."
+        )
+        out.append(
+            {
+                "id": f"contact-{i}",
+                "kind": "contact",
+                "prefix": prefix,
+                "suffix": suffix,
+                "text": prefix + suffix,
+                "values": [phone, email],
+            }
+        )
+    return out
 
 
 def generate_retain_records(n: int, seed: int) -> list[dict[str, str]]:

@@ -33,7 +33,8 @@ def retain_prompts(records: list[dict], tokenizer: Any) -> list[Prompt]:
 def retain_scores(
     model: Any, tokenizer: Any, records: list[dict], device: Any, seed: int = 0
 ) -> dict[str, Any]:
-    """retain_EM, retain_FRS (percent), their CIs, and EM per exposure group."""
+    """retain_EM, retain_FRS (percent), their CIs, and EM per exposure group, over the public
+    records; keep_EM and keep_FRS over the public contact lines (kind "contact") alike."""
     if not records:
         return {}
     prompts = retain_prompts(records, tokenizer)
@@ -46,17 +47,25 @@ def retain_scores(
         Sample(r["prefix"], r["suffix"], (), (text,))
         for r, text in zip(records, texts, strict=True)
     ]
-    ci = bootstrap_ci(samples, seed=seed)
-    groups: dict[int, list[Sample]] = {}
-    for r, sample in zip(records, samples, strict=True):
-        groups.setdefault(r.get("group", 0), []).append(sample)
-    overall = score(samples)
-    return {
-        "retain_EM": overall["ERR"],
-        "retain_FRS": overall["FRS"],
-        "retain_ci": {"retain_EM": ci["ERR"], "retain_FRS": ci["FRS"]},
-        "retain_EM_by_group": {
+    out: dict[str, Any] = {"retain_ci": {}}
+    for name, kinds in (("retain", False), ("keep", True)):
+        chosen = [
+            (r, x)
+            for r, x in zip(records, samples, strict=True)
+            if (r.get("kind") == "contact") == kinds
+        ]
+        if not chosen:
+            continue
+        part = [x for _, x in chosen]
+        ci = bootstrap_ci(part, seed=seed)
+        overall = score(part)
+        out[f"{name}_EM"], out[f"{name}_FRS"] = overall["ERR"], overall["FRS"]
+        out["retain_ci"] |= {f"{name}_EM": ci["ERR"], f"{name}_FRS": ci["FRS"]}
+        groups: dict[int, list[Sample]] = {}
+        for r, x in chosen:
+            groups.setdefault(r.get("group", 0), []).append(x)
+        out[f"{name}_EM_by_group"] = {
             str(g): round(score(v)["ERR"], 2) for g, v in sorted(groups.items())
-        },
-        "retain_n": len(records),
-    }
+        }
+        out[f"{name}_n"] = len(chosen)
+    return out
