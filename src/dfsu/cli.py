@@ -189,6 +189,13 @@ def _add_run_parsers(sub: Any) -> None:
         metavar="STAGE",
         help="redo a stage even if up to date (e.g. target, unlearn:dfsu)",
     )
+    run_p.add_argument(
+        "--keep",
+        default=None,
+        metavar="FILE",
+        help="public values to keep, one per line: never marked for ascent, never counted as "
+        "leaked (sets synthesis.keep and leak.keep)",
+    )
     run_p.add_argument("--show-pii", action="store_true", help="true PII values in the report")
     run_p.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
@@ -729,7 +736,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.pipeline import run_pipeline
 
-    cfg = load_config(args.config, args.overrides)
+    keep = [f"synthesis.keep={args.keep}", f"leak.keep={args.keep}"] if args.keep else []
+    cfg = load_config(args.config, [*args.overrides, *keep])
     rows = [r.strip() for r in args.rows.split(",")] if args.rows else None
     payload = run_pipeline(cfg, Path(args.out), rows, args.force, args.show_pii)
     _print_results(Path(args.out), payload)

@@ -477,6 +477,11 @@ class LeakConfig:
     check_prompts: int = _f(
         40, "prompts of the cheaper estimate taken at checks (unlearning.keep_by: leak, dfsu-loop)"
     )
+    keep: str | None = _f(
+        None,
+        "file of public values to keep (as synthesis.keep): never counted as leaked, never "
+        "ascended by dfsu-loop",
+    )
 
     def __post_init__(self) -> None:
         _check(self.per_template > 0, "leak.per_template", "must be > 0")

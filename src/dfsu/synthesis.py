@@ -29,7 +29,7 @@ from dfsu.config import ANNOTATORS, SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.masks import encode_with_mask
 from dfsu.pii import PiiRecord
-from dfsu.pii.annotators import OfflineAnnotator
+from dfsu.pii.annotators import OfflineAnnotator, drop_kept, read_keep_file
 from dfsu.pii.generator import PLACEHOLDER, fill_from_pool, load_templates
 from dfsu.pii.reader import parse_row
 from dfsu.pii.scoring import score_spans
@@ -277,33 +277,6 @@ def annotate(
         report["llm_counts"] = dict(llm.counts)
     atomic_write_json(pseudo / "annotator_eval.json", report)
     return pseudo / "pseudo.jsonl"
-
-
-def read_keep_file(path: str | Path) -> list[str]:
-    """Public values to keep (one per line; blank lines and # comments skipped)."""
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DfsuError(
-            f"synthesis.keep: {path}: not readable ({exc.__class__.__name__})"
-        ) from None
-    return [x.strip() for x in lines if x.strip() and not x.strip().startswith("#")]
-
-
-def drop_kept(text: str, spans: list[dict], keep: list[str]) -> tuple[list[dict], int]:
-    """The spans that overlap no occurrence of a value to keep, and how many were dropped
-    (pure): a public hotline or support address is never marked for ascent."""
-    if not keep:
-        return spans, 0
-    kept = []
-    for value in keep:
-        start = text.find(value)
-        while start >= 0:
-            kept.append((start, start + len(value)))
-            start = text.find(value, start + 1)
-    out = [s for s in spans if not any(a < s["end"] and s["start"] < b for a, b in kept)]
-    return out, len(spans) - len(out)
 
 
 def annotator_report(cfg: RunConfig, pseudo: Path, annotator: OfflineAnnotator) -> dict[str, Any]:

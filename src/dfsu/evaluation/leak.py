@@ -97,10 +97,13 @@ def extraction_texts(
     generations: Sequence[Sequence[str]],
     spans: Sequence[Sequence[Sequence[Span]]],
     values: Sequence[str],
+    keep: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The model's own samples that emit an extracted value, once each, as unlearning texts (pure):
     prompt + continuation, the PII mask being the annotator's spans in the continuation and
-    every occurrence of an extracted value there."""
+    every occurrence of an extracted value there; spans over a value to ``keep`` dropped."""
+    from dfsu.pii.annotators import drop_kept
+
     rows, seen = [], set()
     for prefix, gens, found in zip(prefixes, generations, spans, strict=True):
         for generation, row in zip(gens, found, strict=True):
@@ -115,7 +118,9 @@ def extraction_texts(
                 while at >= 0:
                     marked.add((at, at + len(value)))
                     at = text.find(value, at + 1)
-            rows.append({"text": text, "spans": sorted(marked)})
+            spans_ = [{"start": a, "end": b} for a, b in sorted(marked)]
+            spans_, _ = drop_kept(text, spans_, list(keep))
+            rows.append({"text": text, "spans": [(s["start"], s["end"]) for s in spans_]})
     return rows
 
 
@@ -167,6 +172,7 @@ class LeakMeter:
         cfg: Any,
     ):
         self.prompts, self.annotate, self.excluded, self.cfg = prompts, annotate, excluded, cfg
+        self.keep: list[str] = []
 
     def __call__(self, model: Any, tokenizer: Any, device: Any, limit: int | None = None):
         lc, ec = self.cfg.leak, self.cfg.evaluation
@@ -220,7 +226,13 @@ def build_meter(
     seed = cfg.seed + 29
     prompts = leak_prompts(pool, usable, lc.per_template, lc.max_new_tokens, seed, tokenizer)
     excluded = {v for values in pool.values() for v in values}
-    return LeakMeter(prompts, annotate, excluded, cfg)
+    meter = LeakMeter(prompts, annotate, excluded, cfg)
+    if lc.keep:  # public values the owner keeps: never a leak, never ascended
+        from dfsu.pii.annotators import read_keep_file
+
+        meter.keep = read_keep_file(lc.keep, "leak.keep")
+        meter.excluded |= set(meter.keep)
+    return meter
 
 
 def _fillable(template: str, pool: dict[str, list[str]]) -> bool:

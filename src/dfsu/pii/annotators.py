@@ -93,6 +93,33 @@ def load_offline(name: str, tc: Any, run: Path, labels: list[str] | None) -> Off
     return OfflineAnnotator(name, Tagger.load(path), labels)
 
 
+def read_keep_file(path: str | Path, setting: str = "synthesis.keep") -> list[str]:
+    """Public values to keep (one per line; blank lines and # comments skipped)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        from dfsu.errors import DfsuError
+
+        raise DfsuError(f"{setting}: {path}: not readable ({exc.__class__.__name__})") from None
+    return [x.strip() for x in lines if x.strip() and not x.strip().startswith("#")]
+
+
+def drop_kept(text: str, spans: list[dict], keep: list[str]) -> tuple[list[dict], int]:
+    """The spans that overlap no occurrence of a value to keep, and how many were dropped
+    (pure): a public hotline or support address is never marked for ascent."""
+    if not keep:
+        return spans, 0
+    kept = []
+    for value in keep:
+        start = text.find(value)
+        while start >= 0:
+            kept.append((start, start + len(value)))
+            start = text.find(value, start + 1)
+    out = [s for s in spans if not any(a < s["end"] and s["start"] < b for a, b in kept)]
+    return out, len(spans) - len(out)
+
+
 def default_tagger_dir() -> Path:
     """Where the default tagger is trained once and cached: $DFSU_CACHE (or ~/.cache/dfsu)
     /tagger-<hash of the default tagger config>."""

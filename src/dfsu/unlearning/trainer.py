@@ -550,7 +550,7 @@ def _rounds(
         else:
             values = [v["value"] for v in estimate["values"]]
             prefixes = [p.prefix for p in meter.prompts]
-            rows = extraction_texts(prefixes, generations, spans, values)
+            rows = extraction_texts(prefixes, generations, spans, values, meter.keep)
             # In place: the checks read the held-out share of this round's texts.
             texts.update(_split_rows(rows, tokenizer, uc, cfg.seed + number))
             loop.reset_optimizer_state()
