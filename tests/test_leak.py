@@ -66,6 +66,15 @@ def test_consistency_is_per_prompt_and_labels_follow_the_majority():
     assert est["consistent"] == 0 and est["emitted"] == 1 and est["prompts"] == 2
 
 
+def test_degenerate_samples_are_counted_apart():
+    from dfsu.evaluation.leak import is_degenerate
+
+    assert is_degenerate("") and is_degenerate("  :::::::: ") and is_degenerate("aaaab")
+    assert not is_degenerate(" jdoe88 signed in from 10.0.0.1")
+    est = count_leaks(["p"], [[" ::::::", " fine text", ""]], [[[], [], []]], set(), 2)
+    assert est["degenerate"] == pytest.approx(100 * 2 / 3, abs=0.01)
+
+
 def test_clean_value_strips_punctuation_and_drops_single_characters():
     assert clean_value(" (jdoe88). ") == "jdoe88"
     assert clean_value("A.") is None and clean_value("...") is None

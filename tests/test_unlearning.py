@@ -348,7 +348,12 @@ def test_loop_rounds_are_saved_and_a_rerun_resumes_only_its_own(tmp_path, micro_
     log = _RoundLog.open(tmp_path / "rounds", micro_cfg, first)
     assert log.rounds == []
     out = {"checks": [first], "keep": 0, "steps": 0, "stop_reason": "", "log": []}
-    estimate = {"consistent": 7, "emitted": 9, "by_label": {"USERNAME": {"consistent": 7}}}
+    estimate = {
+        "consistent": 7,
+        "emitted": 9,
+        "degenerate": 0.0,
+        "by_label": {"USERNAME": {"consistent": 7}},
+    }
     log.add(0, estimate, out, {"w": torch.ones(2, 2)})
     again = _RoundLog.open(tmp_path / "rounds", micro_cfg, first)
     assert [r["consistent"] for r in again.rounds] == [7]

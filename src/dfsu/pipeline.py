@@ -459,7 +459,7 @@ def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
     if "E_Hit_by_label" in result:
         row["E_Hit_by_label"] = result["E_Hit_by_label"]
     if "leak_estimate" in result:
-        keys = ("consistent", "emitted", "by_label", "consistent_true", "prompts")
+        keys = ("consistent", "emitted", "degenerate", "by_label", "consistent_true", "prompts")
         row["leak_estimate"] = {k: result["leak_estimate"][k] for k in keys}
     summary = run / "unlearned" / name / "summary.json"
     if summary.is_file():

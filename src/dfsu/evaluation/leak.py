@@ -26,12 +26,21 @@ from dfsu.pii.records import Span
 from dfsu.pii.redact import mask_value
 
 STRIP = " \t\n.,;:!?()[]{}<>\"'"
+# A round of dfsu-loop whose samples are mostly degenerate has not forgotten, it has stopped
+# writing record-shaped text at all ("::::::::"): it is never kept.
+DEGENERATE_LIMIT = 50.0
 
 
 def clean_value(value: str) -> str | None:
     """A found value without surrounding punctuation; None when fewer than 2 letters/digits."""
     value = value.strip(STRIP)
     return value if sum(c.isalnum() for c in value) >= 2 else None
+
+
+def is_degenerate(text: str) -> bool:
+    """Empty, or one character making up more than half of the non-space characters (pure)."""
+    chars = [c for c in text if not c.isspace()]
+    return not chars or Counter(chars).most_common(1)[0][1] > len(chars) / 2
 
 
 def count_leaks(
@@ -83,9 +92,13 @@ def count_leaks(
         for v in sorted(best, key=lambda v: (-best[v], -prompts_consistent[v], v))
         if best[v] >= min_count
     ]
+    samples = [g for gens in generations for g in gens]
+    degenerate = sum(is_degenerate(g) for g in samples)
     return {
         "consistent": len(values),
         "emitted": len(best),
+        # Percent of samples that are empty or one repeated character: collapse, not forgetting.
+        "degenerate": round(100 * degenerate / max(len(samples), 1), 2),
         "by_label": dict(sorted(by_label.items())),
         "values": values,
         "prompts": len(prefixes),

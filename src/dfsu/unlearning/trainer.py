@@ -514,10 +514,11 @@ def _rounds(
     the model's own samples that emit a consistent value (those values' tokens and the
     annotator's spans ascended, the rest descended) for at most ``loop_steps`` steps within
     the original model's perplexity bound; again, until the estimate reaches 0, stops
-    falling, no step of a round stays within the bound, or ``loop_rounds`` are spent. The
-    round with the lowest estimate is kept. Finished rounds are saved in ``work``, so a
-    killed run resumes there."""
-    from dfsu.evaluation.leak import extraction_texts
+    falling, no step of a round stays within the bound, a round's samples are mostly
+    degenerate (``leak.DEGENERATE_LIMIT``: collapse, not forgetting; such a round is never
+    kept), or ``loop_rounds`` are spent. The round with the lowest estimate is kept.
+    Finished rounds are saved in ``work``, so a killed run resumes there."""
+    from dfsu.evaluation.leak import DEGENERATE_LIMIT, extraction_texts
     from dfsu.ui import info
 
     uc = cfg.unlearning
@@ -538,8 +539,11 @@ def _rounds(
             state.add(number, estimate, out, _lora_state(unwrapped))
         record = state.rounds[number]
         info(f"{name} round {number}: {record['consistent']} consistent values")
-        best = min(state.rounds, key=lambda r: (r["consistent"], r["round"]))
-        if record["consistent"] == 0:
+        sound = [r for r in state.rounds if r.get("degenerate", 0) <= DEGENERATE_LIMIT]
+        best = min(sound, key=lambda r: (r["consistent"], r["round"]))
+        if record.get("degenerate", 0) > DEGENERATE_LIMIT:
+            reason = f"{record['degenerate']:.0f} % of the samples degenerate (round discarded)"
+        elif record["consistent"] == 0:
             reason = "the leak estimate reached 0"
         elif best["round"] != number:
             reason = "the leak estimate stopped falling"
@@ -636,6 +640,7 @@ class _RoundLog:
                 "round": number,
                 "consistent": estimate["consistent"],
                 "emitted": estimate["emitted"],
+                "degenerate": estimate["degenerate"],
                 "by_label": {k: v["consistent"] for k, v in estimate["by_label"].items()},
                 "kept_step": checks[out["keep"]]["step"],
                 "steps": out["steps"],
