@@ -76,3 +76,14 @@ def test_missing_config_file_is_an_error(tmp_path):
 def test_out_of_range_values_are_refused_with_their_key(override, key):
     with pytest.raises(DfsuError, match=f"config: {key}"):
         load_config("tiny", [override])
+
+
+def test_a_setting_at_its_neutral_value_stays_out_of_stage_keys():
+    from dfsu.pipeline import _section
+
+    base = load_config("tiny")
+    assert "contact_records" not in _section(base, "corpus")  # neutral: 0
+    assert "keep" not in _section(base, "leak")  # neutral: None
+    more = load_config("tiny", ["corpus.contact_records=4"])
+    assert _section(more, "corpus")["contact_records"] == 4
+    assert "num_documents" in _section(base, "corpus")  # ordinary settings always count

@@ -19,12 +19,28 @@ import yaml
 
 from dfsu.errors import DfsuError
 
+NO_NEUTRAL = object()
 
-def _f(default: Any, help: str) -> Any:
-    """A dataclass field with a help string (lists and dicts get a fresh copy per instance)."""
+
+def _f(default: Any, help: str, neutral: Any = NO_NEUTRAL) -> Any:
+    """A dataclass field with a help string (lists and dicts get a fresh copy per instance).
+
+    ``neutral``: for a setting added after others, the value that does what the code did
+    before it existed; at that value it stays out of stage keys (``neutral_free``), so run
+    directories made before it stay up to date."""
+    metadata = {"help": help} | ({} if neutral is NO_NEUTRAL else {"neutral": neutral})
     if isinstance(default, list | dict):
-        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+        return field(default_factory=lambda d=default: type(d)(d), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def neutral_free(section: Any) -> dict[str, Any]:
+    """A config section as a dict without the settings that are at their neutral value."""
+    out = dataclasses.asdict(section)
+    for f in dataclasses.fields(section):
+        if "neutral" in f.metadata and out[f.name] == f.metadata["neutral"]:
+            del out[f.name]
+    return out
 
 
 def _check(cond: bool, key: str, reason: str) -> None:
@@ -84,6 +100,7 @@ class CorpusConfig:
         "public organisation contact lines (a hotline number and a support address, values a "
         "model owner keeps) injected like the public records; probed as keep_EM, their values "
         "listed in RUN/data/keep_values.txt for --keep; 0 = none",
+        neutral=0,
     )
 
     def __post_init__(self) -> None:
@@ -481,6 +498,7 @@ class LeakConfig:
         None,
         "file of public values to keep (as synthesis.keep): never counted as leaked, never "
         "ascended by dfsu-loop",
+        neutral=None,
     )
 
     def __post_init__(self) -> None:

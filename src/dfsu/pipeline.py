@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.components import profiling
-from dfsu.config import SOURCES, RunConfig, config_to_dict
+from dfsu.config import SOURCES, RunConfig, config_to_dict, neutral_free
 from dfsu.errors import DfsuError
 from dfsu.rundir import (
     atomic_write_json,
@@ -70,7 +70,7 @@ def _key(*parts: Any) -> str:
 
 def _section(cfg: RunConfig, name: str) -> Any:
     value = getattr(cfg, name)
-    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return neutral_free(value) if dataclasses.is_dataclass(value) else value
 
 
 class ConfigView:
