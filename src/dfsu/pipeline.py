@@ -33,7 +33,7 @@ from dfsu.ui import info
 from dfsu.unlearning.methods import METHODS
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
-EVAL_FORMAT = 4
+EVAL_FORMAT = 5
 DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only", "dfsu-loop"]
 # row -> (method, data) for unlearned rows; "dfsu-<source>" rows use that pseudo source.
 # dfsu-loop: PSCU rounds on what the leak estimate extracts from the model itself.
@@ -460,7 +460,7 @@ def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
         row["E_Hit_by_label"] = result["E_Hit_by_label"]
     if "leak_estimate" in result:
         keys = ("consistent", "emitted", "degenerate", "by_label", "consistent_true", "prompts")
-        row["leak_estimate"] = {k: result["leak_estimate"][k] for k in keys}
+        row["leak_estimate"] = {k: result["leak_estimate"].get(k) for k in keys}
     summary = run / "unlearned" / name / "summary.json"
     if summary.is_file():
         s = json.loads(summary.read_text())
