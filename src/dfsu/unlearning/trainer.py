@@ -494,6 +494,9 @@ def _save(loop: TrainLoop, final: Path, tokenizer: Any, log: list, summary: dict
     loop.accelerator.wait_for_everyone()
 
 
+LOOP_RETRIES = 2  # a degenerate dfsu-loop round is retried from the best one at half the lr
+
+
 def _meter(cfg: RunConfig, run: Path, tokenizer: Any) -> Any:
     from dfsu.evaluation.leak import leak_meter
 
@@ -514,9 +517,10 @@ def _rounds(
     the model's own samples that emit a consistent value (those values' tokens and the
     annotator's spans ascended, the rest descended) for at most ``loop_steps`` steps within
     the original model's perplexity bound; again, until the estimate reaches 0, stops
-    falling, no step of a round stays within the bound, a round's samples are mostly
-    degenerate (``leak.DEGENERATE_LIMIT``: collapse, not forgetting; such a round is never
-    kept), or ``loop_rounds`` are spent. The round with the lowest estimate is kept.
+    falling, no step of a round stays within the bound, or ``loop_rounds`` are spent. A round
+    whose samples are mostly degenerate (``leak.DEGENERATE_LIMIT``: collapse, not forgetting)
+    is never kept; the loop goes back to the best round and on at half the learning rate,
+    ``LOOP_RETRIES`` times. The round with the lowest estimate is kept.
     Finished rounds are saved in ``work``, so a killed run resumes there."""
     from dfsu.evaluation.leak import DEGENERATE_LIMIT, extraction_texts
     from dfsu.ui import info
@@ -541,8 +545,14 @@ def _rounds(
         info(f"{name} round {number}: {record['consistent']} consistent values")
         sound = [r for r in state.rounds if r.get("degenerate", 0) <= DEGENERATE_LIMIT]
         best = min(sound, key=lambda r: (r["consistent"], r["round"]))
+        collapsed = len(state.rounds) - len(sound)  # rounds discarded as degenerate so far
+        reason = None
         if record.get("degenerate", 0) > DEGENERATE_LIMIT:
-            reason = f"{record['degenerate']:.0f} % of the samples degenerate (round discarded)"
+            if collapsed > LOOP_RETRIES or number >= uc.loop_rounds:
+                reason = f"{record['degenerate']:.0f} % of the samples degenerate (discarded)"
+            else:  # back to the best round, on at half the learning rate
+                set_peft_model_state_dict(unwrapped, state.load(best["round"]))
+                estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
         elif record["consistent"] == 0:
             reason = "the leak estimate reached 0"
         elif best["round"] != number:
@@ -551,14 +561,14 @@ def _rounds(
             reason = "no step of the round stayed within the perplexity bound"
         elif number >= uc.loop_rounds:
             reason = f"{uc.loop_rounds} rounds spent"
-        else:
+        if reason is None:
             values = [v["value"] for v in estimate["values"]]
             prefixes = [p.prefix for p in meter.prompts]
             rows = extraction_texts(prefixes, generations, spans, values, meter.keep)
             # In place: the checks read the held-out share of this round's texts.
             texts.update(_split_rows(rows, tokenizer, uc, cfg.seed + number))
             loop.reset_optimizer_state()
-            loop.set_lr(uc.lr)
+            loop.set_lr(uc.lr * 0.5**collapsed)
             result = _train(
                 loop,
                 METHODS["pscu"],
