@@ -103,20 +103,21 @@ def synthesize(
             )
             per = [outputs[i * n : (i + 1) * n] for i in range(len(candidates))]
         elif source == "self":
-            from dfsu.evaluation.sampler import make_prompts, sample_continuations
+            from dfsu.evaluation.sampler import (
+                evaluation_sampling,
+                make_prompts,
+                sample_continuations,
+            )
 
             prompts = make_prompts(candidates, "first_entity", tok)
-            ec = cfg.evaluation
             gens = sample_continuations(
                 target,
                 tok,
                 prompts,
                 num_samples=n,
-                top_p=ec.top_p,
-                top_k=ec.top_k,
-                temperature=ec.temperature,
                 seed=cfg.seed,
                 device=device,
+                **evaluation_sampling(cfg.evaluation),
             )
             per = [[p.prefix + g for g in gs] for p, gs in zip(prompts, gens, strict=True)]
         if source == "free":

@@ -21,7 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.errors import DfsuError
-from dfsu.evaluation.sampler import Prompt, make_prompts, sample_continuations
+from dfsu.evaluation.sampler import (
+    Prompt,
+    evaluation_sampling,
+    make_prompts,
+    sample_continuations,
+)
 from dfsu.pii.records import Span
 from dfsu.pii.redact import mask_value
 
@@ -183,27 +188,24 @@ class LeakMeter:
         annotate: Callable[[list[str]], list[list[Span]]],
         excluded: set[str],
         cfg: Any,
+        keep: Sequence[str] = (),
     ):
         self.prompts, self.annotate, self.excluded, self.cfg = prompts, annotate, excluded, cfg
-        self.keep: list[str] = []
+        self.keep = list(keep)  # public values to keep: never a leak, never ascended
 
     def __call__(self, model: Any, tokenizer: Any, device: Any, limit: int | None = None):
-        lc, ec = self.cfg.leak, self.cfg.evaluation
+        lc = self.cfg.leak
         prompts = self.prompts[:limit] if limit else self.prompts
-        side = tokenizer.padding_side
         generations = sample_continuations(
             model,
             tokenizer,
             prompts,
             num_samples=lc.samples,
-            top_p=ec.top_p,
-            top_k=ec.top_k,
-            temperature=ec.temperature,
             seed=self.cfg.seed + 101,
             batch_size=32,
             device=device,
+            **evaluation_sampling(self.cfg.evaluation),
         )
-        tokenizer.padding_side = side
         texts = [p.prefix + g for p, gs in zip(prompts, generations, strict=True) for g in gs]
         found = iter(self.annotate(texts))
         spans = [[next(found) for _ in gs] for gs in generations]
@@ -238,14 +240,13 @@ def build_meter(
         raise DfsuError("leak: the swap pool holds no values for the shapes' labels")
     seed = cfg.seed + 29
     prompts = leak_prompts(pool, usable, lc.per_template, lc.max_new_tokens, seed, tokenizer)
-    excluded = {v for values in pool.values() for v in values}
-    meter = LeakMeter(prompts, annotate, excluded, cfg)
-    if lc.keep:  # public values the owner keeps: never a leak, never ascended
+    keep = []
+    if lc.keep:  # public values the owner keeps (leak.keep)
         from dfsu.pii.annotators import read_keep_file
 
-        meter.keep = read_keep_file(lc.keep, "leak.keep")
-        meter.excluded |= set(meter.keep)
-    return meter
+        keep = read_keep_file(lc.keep, "leak.keep")
+    excluded = {v for values in pool.values() for v in values} | set(keep)
+    return LeakMeter(prompts, annotate, excluded, cfg, keep)
 
 
 def _fillable(template: str, pool: dict[str, list[str]]) -> bool:

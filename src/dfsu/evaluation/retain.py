@@ -38,11 +38,9 @@ def retain_scores(
     if not records:
         return {}
     prompts = retain_prompts(records, tokenizer)
-    side = tokenizer.padding_side
     texts = [
         g[0] for g in sample_continuations(model, tokenizer, prompts, greedy=True, device=device)
     ]
-    tokenizer.padding_side = side
     samples = [
         Sample(r["prefix"], r["suffix"], (), (text,))
         for r, text in zip(records, texts, strict=True)

@@ -161,16 +161,44 @@ def sample_continuations(
     """K continuations per prompt (one when greedy), each cut to its suffix's token length.
 
     Prompts are sorted by budget so a batch wastes little; each batch draws from a
-    generator seeded from ``seed`` and its position, so a run is reproducible on CPU.
+    generator seeded from ``seed`` and its position, so a run is reproducible on CPU. The
+    tokenizer pads on the left meanwhile and gets its own padding side back at the end.
     """
-    model.eval()
+    side = tokenizer.padding_side
     tokenizer.padding_side = "left"
+    try:
+        return _sample(
+            model,
+            tokenizer,
+            prompts,
+            num_samples,
+            greedy,
+            seed,
+            batch_size,
+            device,
+            {"greedy": greedy, "temperature": temperature, "top_k": top_k, "top_p": top_p},
+        )
+    finally:
+        tokenizer.padding_side = side
+
+
+def _sample(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[Prompt],
+    num_samples: int,
+    greedy: bool,
+    seed: int,
+    batch_size: int,
+    device: Any,
+    sampling: dict[str, Any],
+) -> list[list[str]]:
+    model.eval()
     k = 1 if greedy else num_samples
     order = sorted(range(len(prompts)), key=lambda i: prompts[i].suffix_tokens)
     results: list[list[str]] = [[] for _ in prompts]
     eos = tokenizer.eos_token or ""
     eos_id = tokenizer.eos_token_id
-    sampling = {"greedy": greedy, "temperature": temperature, "top_k": top_k, "top_p": top_p}
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     with progress_bar("sample", len(prompts)) as bar:
         for number, batch in enumerate(batches):
@@ -191,6 +219,11 @@ def sample_continuations(
     return results
 
 
+def evaluation_sampling(ec: Any) -> dict[str, Any]:
+    """The evaluation's sampling settings (``evaluation`` section) as sampler arguments."""
+    return {"top_p": ec.top_p, "top_k": ec.top_k, "temperature": ec.temperature}
+
+
 def sample_prompts(
     model: Any, tokenizer: Any, prompts: list, cfg: RunConfig, device: Any
 ) -> list[Sample]:
@@ -201,11 +234,9 @@ def sample_prompts(
         tokenizer,
         prompts,
         num_samples=ec.num_samples,
-        top_p=ec.top_p,
-        top_k=ec.top_k,
-        temperature=ec.temperature,
         seed=cfg.seed,
         device=device,
+        **evaluation_sampling(ec),
     )
     return [
         Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))

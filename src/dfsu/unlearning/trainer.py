@@ -40,6 +40,7 @@ from dfsu.components.records import public_training_texts, read_records
 from dfsu.components.training import TrainLoop
 from dfsu.config import RunConfig, UnlearnConfig
 from dfsu.errors import DfsuError
+from dfsu.evaluation.leak import leak_meter
 from dfsu.evaluation.utility import default_window, perplexity_of, perplexity_pieces
 from dfsu.rundir import (
     atomic_write_json,
@@ -126,9 +127,7 @@ def _privacy_tracker(cfg: RunConfig, run: Path, tokenizer: Any, device: Any):
     prompts = make_prompts(read_records(run), cfg.evaluation.prefix, tokenizer)
 
     def measure(model: Any) -> dict[str, float]:
-        side = tokenizer.padding_side
         metrics = score(sample_prompts(model, tokenizer, prompts, cfg, device))
-        tokenizer.padding_side = side
         return {"E_Hit": metrics["E_Hit"], "ERR": metrics["ERR"]}
 
     return measure
@@ -417,7 +416,7 @@ def unlearn(
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=uc.lr)
     loop = TrainLoop(model, optimizer, cfg.target.device)
     tracker = _privacy_tracker(cfg, run, tokenizer, loop.device) if uc.track_privacy else None
-    meter = _meter(cfg, run, tokenizer) if uc.keep_by == "leak" or data == "loop" else None
+    meter = leak_meter(cfg, run, tokenizer) if uc.keep_by == "leak" or data == "loop" else None
 
     window = default_window(model)
     check_pieces = perplexity_pieces(tokenizer, texts["check_texts"], window)
@@ -495,12 +494,6 @@ def _save(loop: TrainLoop, final: Path, tokenizer: Any, log: list, summary: dict
 
 
 LOOP_RETRIES = 2  # a degenerate dfsu-loop round is retried from the best one at half the lr
-
-
-def _meter(cfg: RunConfig, run: Path, tokenizer: Any) -> Any:
-    from dfsu.evaluation.leak import leak_meter
-
-    return leak_meter(cfg, run, tokenizer)
 
 
 def _rounds(
