@@ -126,3 +126,12 @@ def test_keep_rule_follows_keep_by_except_for_methods_kept_by_their_last_check()
     assert keep_rule(METHODS["pscu"], leak) == "leak"
     assert keep_rule(METHODS["gen_only"], leak) == "last"
     assert keep_rule(METHODS["ga"], UnlearnConfig()) == "proxy"
+
+
+def test_last_eval_every_spaces_the_checks_of_methods_kept_by_their_last_check_only():
+    from dfsu.unlearning.trainer import check_every
+
+    sparse = UnlearnConfig(eval_every=5, last_eval_every=50)
+    assert check_every(METHODS["gen_only"], sparse) == 50
+    assert check_every(METHODS["pscu"], sparse) == 5
+    assert check_every(METHODS["gen_only"], UnlearnConfig(eval_every=5)) == 5

@@ -719,7 +719,9 @@ def _print_profile(run: Path, console: Any) -> None:
         return
     profile = json.loads(path.read_text())
     rate = (profile.get("matmul") or {}).get("flops_per_s")
-    title = "stages" + (f" (matmul {rate / 1e9:.0f} GFLOP/s measured)" if rate else "")
+    bf16 = (profile.get("matmul_cpu_bf16") or {}).get("flops_per_s")
+    title = "stages" + (f" (matmul {rate / 1e9:.0f} GFLOP/s measured" if rate else "")
+    title += (f", bf16 {bf16 / 1e9:.0f}" if bf16 and rate else "") + (")" if rate else "")
     table = Table("stage", "seconds", "tokens/s", "GFLOP/s", "MFU", title=title)
     for name, s in profile["stages"].items():
         table.add_row(

@@ -101,6 +101,7 @@ class Profile:
         self.stages: dict[str, Any] = {}
         self.config_hash = config_hash
         self.matmul: dict[str, Any] | None = None
+        self.matmul_cpu_bf16: dict[str, Any] | None = None
 
     def _rate(self) -> dict[str, Any]:
         if self.matmul is None:
@@ -109,19 +110,33 @@ class Profile:
             self.matmul = profiling.matmul_rate(pick_device("auto"))
         return self.matmul
 
+    def _bf16_rate(self) -> dict[str, Any]:
+        """The CPU's bf16 matmul rate: the yardstick of training steps under bf16 autocast."""
+        if self.matmul_cpu_bf16 is None:
+            import torch
+
+            self.matmul_cpu_bf16 = profiling.matmul_rate(torch.device("cpu"), bf16=True)
+        return self.matmul_cpu_bf16
+
     def measured(self, name: str, seconds: float, before: profiling.Counts) -> None:
         now = profiling.snapshot()
         tokens, train_tokens = now.tokens - before.tokens, now.train_tokens - before.train_tokens
         entry: dict[str, Any] = {"seconds": seconds, "computed": True, "tokens": tokens}
         entry["tokens_per_s"] = round(tokens / seconds, 1) if seconds > 0 and tokens else None
         if train_tokens:
-            flops_per_s = (now.flops - before.flops) / max(seconds, 1e-9)
-            rate = self._rate()["flops_per_s"]
+            flops = now.flops - before.flops
+            bf16 = now.cpu_bf16_flops - before.cpu_bf16_flops
+            # MFU: the time the matmuls would take at the measured rate of the dtype each
+            # ran in, over the time they took.
+            ideal = (flops - bf16) / self._rate()["flops_per_s"]
+            if bf16:
+                ideal += bf16 / self._bf16_rate()["flops_per_s"]
+                entry["cpu_bf16_flops"] = bf16
             entry |= {
                 "train_tokens": train_tokens,
-                "flops": now.flops - before.flops,
-                "flops_per_s": flops_per_s,
-                "mfu": round(flops_per_s / rate, 4),
+                "flops": flops,
+                "flops_per_s": flops / max(seconds, 1e-9),
+                "mfu": round(ideal / max(seconds, 1e-9), 4),
             }
         self.stages[name] = entry
         self._write()
@@ -136,6 +151,7 @@ class Profile:
             {
                 "config_hash": self.config_hash,
                 "matmul": self.matmul,
+                **({"matmul_cpu_bf16": self.matmul_cpu_bf16} if self.matmul_cpu_bf16 else {}),
                 "stages": self.stages,
                 "total_seconds": round(sum(s["seconds"] for s in self.stages.values()), 2),
                 "written": time.strftime("%Y-%m-%dT%H:%M:%S"),

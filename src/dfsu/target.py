@@ -17,7 +17,7 @@ import torch
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
 from dfsu.components.batches import collate, pack_documents
-from dfsu.components.models import load_causal_lm, pick_device
+from dfsu.components.models import cpu_bf16, load_causal_lm, pick_device
 from dfsu.components.records import read_records, read_retain_records
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import RunConfig, TargetConfig
@@ -224,7 +224,8 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
 
     # Train: AdamW, cosine schedule with warm-up, gradients clipped at 1.
     model.to(device)
-    loop = TrainLoop(model, _optimizer(model, tc, device.type == "cuda"), tc.device, clip=1.0)
+    optimizer = _optimizer(model, tc, device.type == "cuda")
+    loop = TrainLoop(model, optimizer, tc.device, clip=1.0, cpu_bf16=cpu_bf16(tc.cpu_bf16))
     log = _fit(loop, tokenizer, train_ids, eval_texts, tc, cfg.seed)
     model = loop.unwrapped()
 

@@ -57,6 +57,21 @@ def pick_device(name: str) -> torch.device:
     return torch.device("cpu")
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 matmuls natively (AVX512-BF16 or AMX), where bf16
+    autocast trains faster than fp32; False where the flags cannot be read."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def cpu_bf16(setting: str) -> bool:
+    """``target.cpu_bf16`` (on, off, auto) for this machine."""
+    return setting == "on" or (setting == "auto" and cpu_has_native_bf16())
+
+
 def autocast(device: torch.device):
     """bf16 autocast on CUDA, nothing on CPU (fp32 is faster there)."""
     if device.type == "cuda":

@@ -23,13 +23,14 @@ class Counts:
     tokens: int = 0  # tokens through forward passes of tracked models
     train_tokens: int = 0  # of which in training steps
     flops: float = 0.0  # forward and backward matmul FLOPs
+    cpu_bf16_flops: float = 0.0  # of which in training steps under bf16 autocast on a CPU
 
 
 COUNTS = Counts()
 
 
 def snapshot() -> Counts:
-    return Counts(COUNTS.tokens, COUNTS.train_tokens, COUNTS.flops)
+    return Counts(COUNTS.tokens, COUNTS.train_tokens, COUNTS.flops, COUNTS.cpu_bf16_flops)
 
 
 def matmul_params(model: Any) -> int:
@@ -70,12 +71,12 @@ def track(model: Any) -> Any:
     return model
 
 
-def matmul_rate(device: torch.device, seconds: float = 1.0) -> dict[str, Any]:
+def matmul_rate(device: torch.device, seconds: float = 1.0, bf16: bool = False) -> dict[str, Any]:
     """The FLOP/s of square matmuls in the dtype training computes in (fp32 on CPU, bf16 on
-    CUDA): the yardstick for MFU on this machine."""
+    CUDA, or bf16 on a CPU with ``bf16``): the yardstick for MFU on this machine."""
     import torch
 
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    dtype = torch.bfloat16 if device.type == "cuda" or bf16 else torch.float32
     n = 4096 if device.type == "cuda" else 1024
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)

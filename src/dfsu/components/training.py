@@ -26,7 +26,8 @@ class TrainLoop:
 
     A stage builds its model and optimizer, hands them here, and calls ``step`` with this
     process's micro-batches (``shard`` splits a batch between processes) and a function
-    that returns a micro-batch's mean loss and the values to log."""
+    that returns a micro-batch's mean loss and the values to log. ``cpu_bf16``: on a CPU,
+    forward passes under bf16 autocast too (weights, gradients and optimizer stay fp32)."""
 
     def __init__(
         self,
@@ -35,6 +36,7 @@ class TrainLoop:
         device: str,
         clip: float | None = None,
         unused_parameters: bool = False,
+        cpu_bf16: bool = False,
     ):
         """``unused_parameters``: the model has weights no loss reaches (e.g. the inverter's
         T5 token embeddings, bypassed by soft inputs), which data parallelism must know."""
@@ -56,6 +58,7 @@ class TrainLoop:
         self.trained_share = sum(trained) / max(1, sum(params))
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.clip = clip
+        self.cpu_bf16 = cpu and cpu_bf16
 
     @property
     def device(self) -> torch.device:
@@ -87,6 +90,11 @@ class TrainLoop:
         for group in self.optimizer.param_groups:
             group["lr"] *= factor
 
+    def _autocast(self) -> Any:
+        if self.cpu_bf16:
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return self.accelerator.autocast()
+
     def reset_optimizer_state(self) -> None:
         self.optimizer.optimizer.state.clear()
 
@@ -107,7 +115,7 @@ class TrainLoop:
             last = i == len(micro_batches) - 1
             sync = contextlib.nullcontext() if last else self.accelerator.no_sync(self.model)
             with sync:
-                with self.accelerator.autocast():
+                with self._autocast():
                     loss, parts = loss_of(micro)
                 self.accelerator.backward(loss * weight)
             for k, v in parts.items():
@@ -117,6 +125,8 @@ class TrainLoop:
         # share of weights that train (all of them, or LoRA's few).
         forward = profiling.COUNTS.flops - before.flops
         profiling.COUNTS.flops += forward * (1 + self.trained_share)
+        if self.cpu_bf16:
+            profiling.COUNTS.cpu_bf16_flops += forward * (2 + self.trained_share)
         profiling.COUNTS.train_tokens += profiling.COUNTS.tokens - before.tokens
         if self.clip is not None:
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.clip)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer, T5ForConditionalGeneration
 
-from dfsu.components.models import load_causal_lm, pick_device
+from dfsu.components.models import cpu_bf16, load_causal_lm, pick_device
 from dfsu.components.profiling import track
 from dfsu.components.records import public_training_texts
 from dfsu.components.training import TrainLoop, warmup_cosine
@@ -212,7 +212,8 @@ def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
     model = LogitInverter(track(t5), mapping, ic.positions, ic.num_soft_tokens).to(device)
     labels_all = inv_tok(train_texts, max_length=ic.max_length * 2, truncation=True)["input_ids"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=ic.lr, weight_decay=ic.weight_decay)
-    loop = TrainLoop(model, optimizer, cfg.target.device, clip=1.0, unused_parameters=True)
+    bf16 = cpu_bf16(cfg.target.cpu_bf16)
+    loop = TrainLoop(model, optimizer, cfg.target.device, 1.0, True, cpu_bf16=bf16)
     log = _fit(loop, rows["train"], labels_all, ic, cfg.seed)
     model = loop.unwrapped()
 

@@ -279,6 +279,14 @@ def keep_rule(method: Method, uc: UnlearnConfig) -> str:
     return "last" if method.keep == "last" else uc.keep_by
 
 
+def check_every(method: Method, uc: UnlearnConfig) -> int:
+    """Optimizer steps between checks: ``last_eval_every`` for a method kept by its last
+    check (when set), ``eval_every`` otherwise."""
+    if method.keep == "last" and uc.last_eval_every is not None:
+        return uc.last_eval_every
+    return uc.eval_every
+
+
 def _train(
     loop: TrainLoop,
     method: Method,
@@ -289,7 +297,7 @@ def _train(
     confirm: Any = None,
     base: tuple[float, float] | None = None,
 ):
-    """Optimizer steps, a check every ``eval_every``, and what ``decide`` says after each.
+    """Optimizer steps, a check every ``check_every`` steps, and what ``decide`` says after each.
 
     ``confirm``: with checks on a subset of the held-out documents, the perplexity on all of
     them; the kept check is then the best one whose perplexity on all of them stays within
@@ -306,6 +314,7 @@ def _train(
     per_epoch = math.ceil(len(loader) / accumulation)
     total = per_epoch * uc.epochs
     total = min(total, uc.max_steps) if uc.max_steps is not None else total
+    every = check_every(method, uc)
 
     def loss_of(batch: dict) -> tuple[torch.Tensor, dict]:
         parts = objective(method, loop, batch, next(retain) if retain else None, uc)
@@ -324,7 +333,7 @@ def _train(
         for epoch, micros in _steps(loader, accumulation, uc.epochs, retain):
             step += 1
             entry: dict[str, Any] = {"step": step, "epoch": epoch, **loop.step(micros, loss_of)}
-            if step % uc.eval_every == 0 or step == total:
+            if step % every == 0 or step == total:
                 entry["check"] = now = check(step, step / per_epoch)
                 checks.append(now)
                 if within(now, rule):
