@@ -137,7 +137,7 @@ class TargetConfig:
     eval_every: int = _f(100, "steps between held-out perplexity checks")
     device: str = _f("auto", "auto, cpu or cuda")
     cpu_bf16: str = _f(
-        "auto",
+        "off",
         "on a CPU, train the target and the inverter under bf16 autocast (weights and "
         "optimizer stay fp32): on, off, or auto = where the CPU computes bf16 natively "
         "(AVX512-BF16 or AMX). CUDA always trains them in bf16",
