@@ -233,3 +233,13 @@ def test_one_token_labels_are_read_from_one_sequence_per_prompt_with_the_same_sc
     assert len(single) == 9 and len(paired) == 12
     for p in range(3):
         assert single[3 * p : 3 * p + 3] == pytest.approx(paired[4 * p : 4 * p + 3], abs=1e-4)
+
+
+def test_the_sampling_batch_is_a_setting_of_the_evaluation():
+    from dfsu.config import EvalConfig
+    from dfsu.evaluation.sampler import evaluation_sampling
+
+    assert evaluation_sampling(EvalConfig())["batch_size"] == 16  # the batching tiny measures
+    assert evaluation_sampling(EvalConfig(batch_size=128))["batch_size"] == 128
+    with pytest.raises(Exception, match="evaluation.batch_size"):
+        EvalConfig(batch_size=0)

@@ -476,6 +476,13 @@ class EvalConfig:
     top_p: float = _f(0.8, "nucleus sampling")
     top_k: int = _f(40, "top-k sampling")
     temperature: float = _f(1.0, "sampling temperature")
+    batch_size: int = _f(
+        16,
+        "prompts per sampling batch, each with its K continuations (the leak estimate takes at "
+        "least 32); larger batches make fewer decoding steps, which pays on a GPU; the random "
+        "draws depend on it",
+        neutral=16,
+    )
 
     def __post_init__(self) -> None:
         ok = self.prefix == "first_entity" or (
@@ -490,6 +497,7 @@ class EvalConfig:
         )
         _check(self.top_k >= 0, "evaluation.top_k", "must be >= 0 (0 = no top-k)")
         _check(self.num_samples > 0, "evaluation.num_samples", "must be > 0")
+        _check(self.batch_size > 0, "evaluation.batch_size", "must be > 0")
 
 
 @dataclass

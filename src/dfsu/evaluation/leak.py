@@ -196,15 +196,15 @@ class LeakMeter:
     def __call__(self, model: Any, tokenizer: Any, device: Any, limit: int | None = None):
         lc = self.cfg.leak
         prompts = self.prompts[:limit] if limit else self.prompts
+        batch = max(32, self.cfg.evaluation.batch_size)  # short prompts: at least 32
         generations = sample_continuations(
             model,
             tokenizer,
             prompts,
             num_samples=lc.samples,
             seed=self.cfg.seed + 101,
-            batch_size=32,
             device=device,
-            **evaluation_sampling(self.cfg.evaluation),
+            **evaluation_sampling(self.cfg.evaluation) | {"batch_size": batch},
         )
         texts = [p.prefix + g for p, gs in zip(prompts, generations, strict=True) for g in gs]
         found = iter(self.annotate(texts))

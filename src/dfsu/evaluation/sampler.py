@@ -221,7 +221,12 @@ def _sample(
 
 def evaluation_sampling(ec: Any) -> dict[str, Any]:
     """The evaluation's sampling settings (``evaluation`` section) as sampler arguments."""
-    return {"top_p": ec.top_p, "top_k": ec.top_k, "temperature": ec.temperature}
+    return {
+        "top_p": ec.top_p,
+        "top_k": ec.top_k,
+        "temperature": ec.temperature,
+        "batch_size": ec.batch_size,
+    }
 
 
 def sample_prompts(
