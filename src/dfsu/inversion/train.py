@@ -212,8 +212,14 @@ def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
     model = LogitInverter(track(t5), mapping, ic.positions, ic.num_soft_tokens).to(device)
     labels_all = inv_tok(train_texts, max_length=ic.max_length * 2, truncation=True)["input_ids"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=ic.lr, weight_decay=ic.weight_decay)
-    bf16 = cpu_bf16(cfg.target.cpu_bf16)
-    loop = TrainLoop(model, optimizer, cfg.target.device, 1.0, True, cpu_bf16=bf16)
+    loop = TrainLoop(
+        model,
+        optimizer,
+        cfg.target.device,
+        clip=1.0,
+        unused_parameters=True,
+        cpu_bf16=cpu_bf16(cfg.target.cpu_bf16),
+    )
     log = _fit(loop, rows["train"], labels_all, ic, cfg.seed)
     model = loop.unwrapped()
 
