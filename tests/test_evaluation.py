@@ -219,20 +219,21 @@ def test_evaluate_with_a_peft_adapter_and_show_pii(trained_run, tmp_path):
 
 def test_one_token_labels_are_read_from_one_sequence_per_prompt_with_the_same_scores():
     from dfsu.config import TargetConfig
-    from dfsu.evaluation.utility import _label_scores
+    from dfsu.evaluation.utility import label_scores
     from dfsu.target import build_model
 
     torch.manual_seed(0)
     tc = TargetConfig(vocab_size=300, hidden_size=32, num_layers=1, num_heads=2)
     model = build_model(tc, 300, 0, 0).eval()
     prompts = [[5, 9, 40, 41], [7, 8], [100, 101, 102, 103, 104, 7]]
-    single = _label_scores(model, prompts, [[11], [12], [13]], 0, 4, "cpu")
-    # A two-token label forces one sequence per (prompt, label): the one-token labels'
-    # scores must not change.
-    paired = _label_scores(model, prompts, [[11], [12], [13], [14, 15]], 0, 4, "cpu")
-    assert len(single) == 9 and len(paired) == 12
-    for p in range(3):
-        assert single[3 * p : 3 * p + 3] == pytest.approx(paired[4 * p : 4 * p + 3], abs=1e-4)
+    labels = [[11], [12], [13]]
+    single = label_scores(model, prompts, labels, 0, batch_size=4)
+    paired = label_scores(model, prompts, labels, 0, batch_size=4, pairs=True)
+    assert len(single) == len(paired) == 9
+    assert single == pytest.approx(paired, abs=1e-4)
+    # A two-token label is summed over its tokens, pair by pair.
+    two = label_scores(model, prompts, [[11], [12, 13]], 0, batch_size=4)
+    assert two[0] == pytest.approx(single[0], abs=1e-4) and two[1] < single[1]
 
 
 def test_the_sampling_batch_is_a_setting_of_the_evaluation():

@@ -101,19 +101,21 @@ def perplexity_of(
 
 
 @torch.no_grad()
-def _label_scores(
+def label_scores(
     model: Any,
     prompts: list[list[int]],
     verbalizers: list[list[int]],
     pad_id: int,
-    batch_size: int,
-    device: Any,
+    batch_size: int = 16,
+    device: Any = "cpu",
+    pairs: bool = False,
 ) -> list[float]:
     """Summed log-prob of each verbalizer after each prompt, row-major [prompt][label].
 
     Every (prompt, label) pair is one sequence; when every verbalizer is one token, one
-    sequence per prompt gives all of them (the same figures at a third of the cost)."""
-    single = all(len(v) == 1 for v in verbalizers)
+    sequence per prompt gives all of them (the same figures at a third of the cost) unless
+    ``pairs`` asks for the pair-by-pair reference."""
+    single = not pairs and all(len(v) == 1 for v in verbalizers)
     sequences, spans = [], []
     for prompt in prompts:
         for verb in verbalizers[:1] if single else verbalizers:
@@ -181,7 +183,7 @@ def nli_accuracy(
         )["input_ids"]
         for row in scored
     ]
-    scores = _label_scores(
+    scores = label_scores(
         model, prompts, verbalizers, tokenizer.pad_token_id or 0, batch_size, device
     )
     correct = 0
