@@ -720,8 +720,9 @@ def _print_profile(run: Path, console: Any) -> None:
     profile = json.loads(path.read_text())
     rate = (profile.get("matmul") or {}).get("flops_per_s")
     bf16 = (profile.get("matmul_cpu_bf16") or {}).get("flops_per_s")
-    title = "stages" + (f" (matmul {rate / 1e9:.0f} GFLOP/s measured" if rate else "")
-    title += (f", bf16 {bf16 / 1e9:.0f}" if bf16 and rate else "") + (")" if rate else "")
+    rates = [f"matmul {rate / 1e9:.0f} GFLOP/s measured"] if rate else []
+    rates += [f"bf16 {bf16 / 1e9:.0f}"] if rate and bf16 else []
+    title = "stages" + (f" ({', '.join(rates)})" if rates else "")
     table = Table("stage", "seconds", "tokens/s", "GFLOP/s", "MFU", title=title)
     for name, s in profile["stages"].items():
         table.add_row(

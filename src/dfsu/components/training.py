@@ -42,12 +42,13 @@ class TrainLoop:
         T5 token embeddings, bypassed by soft inputs), which data parallelism must know."""
         from accelerate import Accelerator, DistributedDataParallelKwargs
 
-        from dfsu.components.models import pick_device
+        from dfsu.components.models import mixed_precision, pick_device
 
-        cpu = pick_device(device).type == "cpu"
+        chosen = pick_device(device)
+        cpu = chosen.type == "cpu"
         self.accelerator = Accelerator(
             cpu=cpu,
-            mixed_precision="no" if cpu else "bf16",
+            mixed_precision=mixed_precision(chosen),
             kwargs_handlers=[
                 DistributedDataParallelKwargs(find_unused_parameters=unused_parameters)
             ],
@@ -91,8 +92,11 @@ class TrainLoop:
             group["lr"] *= factor
 
     def _autocast(self) -> Any:
-        if self.cpu_bf16:
-            return torch.autocast("cpu", dtype=torch.bfloat16)
+        """accelerate's (bf16 on CUDA); on a CPU, bf16 only with ``cpu_bf16``."""
+        from dfsu.components.models import autocast
+
+        if self.device.type == "cpu":
+            return autocast(self.device, self.cpu_bf16)
         return self.accelerator.autocast()
 
     def reset_optimizer_state(self) -> None:
@@ -125,8 +129,8 @@ class TrainLoop:
         # share of weights that train (all of them, or LoRA's few).
         forward = profiling.COUNTS.flops - before.flops
         profiling.COUNTS.flops += forward * (1 + self.trained_share)
-        if self.cpu_bf16:
-            profiling.COUNTS.cpu_bf16_flops += forward * (2 + self.trained_share)
+        if self.cpu_bf16:  # the whole step, forward and backward, ran in bf16
+            profiling.COUNTS.cpu_bf16_flops += profiling.COUNTS.flops - before.flops
         profiling.COUNTS.train_tokens += profiling.COUNTS.tokens - before.tokens
         if self.clip is not None:
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.clip)
