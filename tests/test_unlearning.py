@@ -46,6 +46,41 @@ def test_pscu_objective_by_hand():
     assert none["priv"].item() == 0.0  # no PII token: nothing to ascend, no NaN
 
 
+def test_pscu_ascent_cap_by_hand():
+    # PII losses 2 and 4; with a cap of 3 the ascent reads min(l, 3): (2 + 3) / 2.
+    out = pscu_objective(L, M, V, alpha=2.0, beta=0.5, ascent_cap=3.0)
+    assert out["priv"].item() == pytest.approx(3.0)  # logged uncapped
+    assert out["loss"].item() == pytest.approx(2 * 3 - 0.5 * 2.5)
+    # A token beyond the cap gets no gradient; one below it is pushed up as before.
+    losses = L.clone().requires_grad_(True)
+    pscu_objective(losses, M, V, alpha=0.0, beta=1.0, ascent_cap=3.0)["loss"].backward()
+    assert losses.grad[1, 0].item() == 0.0  # loss 4 > cap
+    assert losses.grad[0, 1].item() == pytest.approx(-0.5)  # loss 2 < cap: -1/2 per token
+    with pytest.raises(DfsuError, match="ascent_cap"):
+        load_config("tiny", ["unlearning.ascent_cap=0"])
+
+
+def test_pii_token_stats_by_hand():
+    from types import SimpleNamespace
+
+    from dfsu.unlearning.trainer import pii_token_stats
+
+    class Always1(torch.nn.Module):  # p(token 1) = 0.9 everywhere, the rest share 0.1
+        def forward(self, input_ids, attention_mask):
+            logp = torch.full((*input_ids.shape, 4), math.log(0.1 / 3))
+            logp[..., 1] = math.log(0.9)
+            return SimpleNamespace(logits=logp)
+
+    # PII tokens predicted: 1 (loss -log 0.9) twice and 2 (loss -log(0.1/3) = 3.4) once.
+    items = [{"input_ids": [0, 1, 1, 2], "pii": [0, 1, 1, 1]}, {"input_ids": [0, 3], "pii": [0, 0]}]
+    stats = pii_token_stats(Always1(), items, pad_id=0, device="cpu")
+    assert stats["tokens"] == 3
+    assert stats["median_loss"] == pytest.approx(-math.log(0.9), abs=1e-4)
+    assert stats["share_below_1"] == pytest.approx(2 / 3, abs=1e-4)
+    assert stats["share_below_3"] == pytest.approx(2 / 3, abs=1e-4)
+    assert pii_token_stats(Always1(), items[1:], pad_id=0, device="cpu") == {"tokens": 0}
+
+
 def test_ga_graddiff_and_npo_by_hand():
     assert ga_objective(L, V)["loss"].item() == pytest.approx(-(1 + 2 + 3 + 4 + 5) / 5)
     gd = graddiff_objective(L, V, torch.tensor([[0.5, 1.5]]), torch.ones(1, 2), 1.0, 2.0)
@@ -186,6 +221,7 @@ def test_every_method_runs_on_pseudo_data(trained_micro_run, tmp_path, method):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == method and summary["held_texts"] == 1
     assert summary["train_texts"] == 11
+    assert summary["pii_tokens_at_start"]["tokens"] > 0
 
 
 def test_early_stopping_keeps_the_initial_adapter_when_every_check_breaks_the_bound(
@@ -361,3 +397,18 @@ def test_loop_rounds_are_saved_and_a_rerun_resumes_only_its_own(tmp_path, micro_
     # Another starting model (or configuration): its rounds are not this run's.
     other = _RoundLog.open(tmp_path / "rounds", micro_cfg, dict(first, ppl=9.5))
     assert other.rounds == [] and not (tmp_path / "rounds" / "0.st").exists()
+
+
+def test_retain_self_keeps_only_recitations_without_pii(trained_micro_run, tmp_path, monkeypatch):
+    # The model's samples are fixed here; the annotator (patterns) drops the one with an
+    # e-mail address and the empty one, and the rest joins the public retain text.
+    samples = ["Write to ann.lee@example.com today.", "", "The ferry leaves at noon."]
+    monkeypatch.setattr("dfsu.synthesis.free_samples", lambda *a: list(samples))
+    _, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    overrides = ["unlearning.retain_self=3", "unlearning.retain_self_copies=2"]
+    overrides += ["unlearning.retain_weight=1", "leak.annotator=pattern", "unlearning.max_steps=2"]
+    out = unlearn(load_config(str(run / "config.yaml"), FAST + overrides), run, "pscu", "oracle")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["recited_retain_texts"] == 1
+    assert summary["pii_tokens_at_start"]["tokens"] > 0

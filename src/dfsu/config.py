@@ -348,8 +348,26 @@ class UnlearnConfig:
     alpha: float = _f(1.0, "weight of the descent term on context tokens")
     beta: float = _f(1.0, "weight of the ascent term on PII tokens")
     npo_beta: float = _f(0.1, "inverse temperature of the NPO loss")
+    ascent_cap: float | None = _f(
+        None,
+        "pscu (and dfsu-loop) ascend a PII token only while its loss is below this many nats, "
+        "i.e. while the model still gives it more than exp(-cap); null: unbounded (the paper)",
+        neutral=None,
+    )
     retain_weight: float = _f(
         0.0, "weight of extra descent on public general text (not in the paper; 0 = off)"
+    )
+    retain_self: int = _f(
+        0,
+        "also descend on the original model's own recitations: this many unprompted samples "
+        "(synthesis.free_tokens each), those in which the run's annotator finds no PII added "
+        "to the public retain text (needs retain_weight > 0); 0: off",
+        neutral=0,
+    )
+    retain_self_copies: int = _f(
+        1,
+        "times each recited text is repeated in the retain text (its share of retain batches)",
+        neutral=1,
     )
     lora_target: str = _f("mlp", "mlp, attention or full")
     lora_r: int = _f(4, "LoRA rank")
@@ -438,6 +456,16 @@ class UnlearnConfig:
             "must be > 0",
         )
         _check(self.max_steps is None or self.max_steps > 0, "unlearning.max_steps", "must be > 0")
+        _check(
+            self.retain_self >= 0 and self.retain_self_copies > 0,
+            "unlearning.retain_self/retain_self_copies",
+            "must be >= 0 and > 0",
+        )
+        _check(
+            self.ascent_cap is None or (math.isfinite(self.ascent_cap) and self.ascent_cap > 0),
+            "unlearning.ascent_cap",
+            "must be finite and > 0 (or null)",
+        )
         _check(
             self.batch_size % self.micro_batch_size == 0,
             "unlearning.batch_size",

@@ -33,15 +33,25 @@ def pscu_objective(
     alpha: float = 1.0,
     beta: float = 1.0,
     eps: float = 1e-8,
+    ascent_cap: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """Privacy-selective contrastive unlearning: descent on context, ascent on PII tokens.
 
     priv = sum(M*V*l) / (sum(M*V) + eps); gen = sum((1-M)*V*l) / (sum((1-M)*V) + eps);
     loss = alpha * gen - beta * priv.
+
+    ``ascent_cap`` (nats; None = unbounded, the paper): the ascent reads min(l, cap), so a PII
+    token stops pulling once the model gives it less than exp(-cap); tokens the model never
+    predicted (most inverted pseudo-PII values) pull not at all. ``priv`` stays the uncapped
+    mean, for the logs.
     """
-    priv = _masked_mean(token_loss, pii_mask * valid_mask, eps)
+    mask = pii_mask * valid_mask
+    priv = _masked_mean(token_loss, mask, eps)
+    ascent = (
+        priv if ascent_cap is None else _masked_mean(token_loss.clamp(max=ascent_cap), mask, eps)
+    )
     gen = _masked_mean(token_loss, (1 - pii_mask) * valid_mask, eps)
-    return {"loss": alpha * gen - beta * priv, "priv": priv, "gen": gen}
+    return {"loss": alpha * gen - beta * ascent, "priv": priv, "gen": gen}
 
 
 def ga_objective(token_loss: torch.Tensor, valid_mask: torch.Tensor, eps: float = 1e-8) -> dict:

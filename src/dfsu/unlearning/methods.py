@@ -49,7 +49,7 @@ class Method:
 def _pscu(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
     from dfsu.unlearning.losses import pscu_objective
 
-    return pscu_objective(t.losses, t.pii, t.valid, uc.alpha, uc.beta)
+    return pscu_objective(t.losses, t.pii, t.valid, uc.alpha, uc.beta, ascent_cap=uc.ascent_cap)
 
 
 def _gen_only(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:

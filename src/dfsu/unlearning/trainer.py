@@ -35,7 +35,7 @@ import torch
 from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 
 from dfsu.components.batches import collate_masked, encode_masked
-from dfsu.components.models import load_causal_lm
+from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.components.records import public_training_texts, read_records
 from dfsu.components.training import TrainLoop
 from dfsu.config import RunConfig, UnlearnConfig
@@ -111,6 +111,19 @@ def unlearning_texts(run: Path, data: str, pseudo: Path | None = None) -> list[d
     return rows
 
 
+def recited_public_texts(cfg: RunConfig, run: Path, model: Any, tokenizer: Any, device: Any):
+    """The model's own unprompted samples in which the run's annotator finds no PII: public
+    text the model recites, memorized records among it (``unlearning.retain_self``). Needs
+    neither the training data nor the records: the model and the annotator only."""
+    from dfsu.pii.annotators import load_offline
+    from dfsu.synthesis import free_samples
+
+    sc = dataclasses.replace(cfg.synthesis, free_samples=cfg.unlearning.retain_self)
+    samples = free_samples(model, tokenizer, dataclasses.replace(cfg, synthesis=sc), device)
+    annotator = load_offline(cfg.leak.annotator, cfg.tagger, run, None)
+    return [t for t, spans in zip(samples, annotator(samples), strict=True) if t and not spans]
+
+
 def _lora_state(model: Any) -> dict[str, torch.Tensor]:
     """A detached copy of the adapter weights (small: only the LoRA matrices)."""
     return {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
@@ -147,6 +160,30 @@ def pii_token_loss(model: Any, items: list[dict], pad_id: int, device: Any) -> f
         count += float(mask.sum())
     model.train()
     return total / max(count, 1.0)
+
+
+@torch.no_grad()
+def pii_token_stats(model: Any, items: list[dict], pad_id: int, device: Any) -> dict[str, Any]:
+    """How well the model predicts the PII tokens it is about to unlearn: their count, median
+    loss (nats) and the share it gives more than 1/e and more than exp(-3). Memorized values
+    sit near 0; values the model never saw (most inverted pseudo-PII) sit far above 3, where
+    ascent has nothing of the model's to remove (``unlearning.ascent_cap``)."""
+    model.eval()
+    found = []
+    for i in range(0, len(items), 16):
+        batch = {k: v.to(device) for k, v in collate_masked(items[i : i + 16], pad_id).items()}
+        mask = (batch["pii"][:, 1:] * batch["attention_mask"][:, 1:]).bool()
+        found.append(_losses(model, batch)[mask].float().cpu())
+    model.train()
+    losses = torch.cat(found) if found else torch.zeros(0)
+    if not losses.numel():
+        return {"tokens": 0}
+    return {
+        "tokens": int(losses.numel()),
+        "median_loss": round(float(losses.median()), 4),
+        "share_below_1": round(float((losses < 1).float().mean()), 4),
+        "share_below_3": round(float((losses < 3).float().mean()), 4),
+    }
 
 
 def _losses(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -419,8 +456,14 @@ def unlearn(
         target_modules=modules,
         task_type="CAUSAL_LM",
     )
+    recited = []
+    if uc.retain_self:  # sampled before the adapters exist: the original model's recitations
+        recited = recited_public_texts(cfg, run, base, tokenizer, pick_device(cfg.target.device))
     model = get_peft_model(base, lora)
     texts = _data(cfg, run, data, pseudo, tokenizer, METHODS[method])
+    if recited:
+        rows = [{"text": t, "spans": []} for t in recited] * uc.retain_self_copies
+        texts["retain"] += encode_masked(tokenizer, rows, uc.max_length)
     texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=uc.lr)
     loop = TrainLoop(model, optimizer, cfg.target.device)
@@ -454,7 +497,9 @@ def unlearn(
         work = run / "unlearned" / f".{name}.rounds"
         rounds = _rounds(cfg, loop, tokenizer, meter, texts, (check, confirm), name, work)
         out = rounds.pop("out")
+        start_stats = None
     else:
+        start_stats = pii_token_stats(loop.unwrapped(), texts["train"], texts["pad"], loop.device)
         out = _train(loop, METHODS[method], uc, texts, check, name, confirm)
     kept = out["checks"][out["keep"]]
     summary = {
@@ -473,6 +518,8 @@ def unlearn(
         "checks": out["checks"],
         "lora_modules": modules,
         "train_texts": len(texts["train"]),
+        "pii_tokens_at_start": start_stats,
+        "recited_retain_texts": len(recited),
         "held_texts": len(texts["held"]),
         "seconds": round(time.time() - started, 1),
         "rule": RULES[keep_rule(METHODS[method], uc)],
