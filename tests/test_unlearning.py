@@ -403,7 +403,7 @@ def test_retain_self_keeps_only_recitations_without_pii(trained_micro_run, tmp_p
     # The model's samples are fixed here; the annotator (patterns) drops the one with an
     # e-mail address and the empty one, and the rest joins the public retain text.
     samples = ["Write to ann.lee@example.com today.", "", "The ferry leaves at noon."]
-    monkeypatch.setattr("dfsu.synthesis.free_samples", lambda *a: list(samples))
+    monkeypatch.setattr("dfsu.evaluation.sampler.unprompted_samples", lambda *a: list(samples))
     _, source = trained_micro_run
     run = _copy(source, tmp_path)
     overrides = ["unlearning.retain_self=3", "unlearning.retain_self_copies=2"]

@@ -138,22 +138,12 @@ def synthesize(
 
 def free_samples(target: Any, tok: Any, cfg: RunConfig, device: Any) -> list[str]:
     """Unprompted samples of the target, each started from the start-of-text token alone."""
-    from dfsu.evaluation.sampler import Prompt, sample_continuations
+    from dfsu.evaluation.sampler import unprompted_samples
 
     sc = cfg.synthesis
-    prompts = [Prompt(f"free-{i}", "", "", [], sc.free_tokens) for i in range(sc.free_samples)]
-    gens = sample_continuations(
-        target,
-        tok,
-        prompts,
-        num_samples=1,
-        top_p=sc.free_top_p,
-        top_k=0,
-        seed=cfg.seed,
-        batch_size=64,
-        device=device,
+    return unprompted_samples(
+        target, tok, sc.free_samples, sc.free_tokens, sc.free_top_p, cfg.seed, device
     )
-    return [g[0] for g in gens]
 
 
 def _diagnostics(run: Path, candidates: list[PiiRecord], rows: list[dict], source: str) -> dict:

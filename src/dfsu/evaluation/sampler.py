@@ -247,3 +247,22 @@ def sample_prompts(
         Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))
         for p, g in zip(prompts, generations, strict=True)
     ]
+
+
+def unprompted_samples(
+    model: Any, tokenizer: Any, n: int, tokens: int, top_p: float, seed: int, device: Any
+) -> list[str]:
+    """n samples of ``tokens`` tokens, each started from the start-of-text token alone."""
+    prompts = [Prompt(f"free-{i}", "", "", [], tokens) for i in range(n)]
+    gens = sample_continuations(
+        model,
+        tokenizer,
+        prompts,
+        num_samples=1,
+        top_p=top_p,
+        top_k=0,
+        seed=seed,
+        batch_size=64,
+        device=device,
+    )
+    return [g[0] for g in gens]

@@ -115,13 +115,40 @@ def recited_public_texts(cfg: RunConfig, run: Path, model: Any, tokenizer: Any, 
     """The model's own unprompted samples in which the run's annotator finds no PII: public
     text the model recites, memorized records among it (``unlearning.retain_self``). Needs
     neither the training data nor the records: the model and the annotator only."""
+    from dfsu.evaluation.sampler import unprompted_samples
     from dfsu.pii.annotators import load_offline
-    from dfsu.synthesis import free_samples
 
-    sc = dataclasses.replace(cfg.synthesis, free_samples=cfg.unlearning.retain_self)
-    samples = free_samples(model, tokenizer, dataclasses.replace(cfg, synthesis=sc), device)
+    sc = cfg.synthesis
+    n = cfg.unlearning.retain_self
+    samples = unprompted_samples(
+        model, tokenizer, n, sc.free_tokens, sc.free_top_p, cfg.seed, device
+    )
     annotator = load_offline(cfg.leak.annotator, cfg.tagger, run, None)
     return [t for t, spans in zip(samples, annotator(samples), strict=True) if t and not spans]
+
+
+def lora_config(uc: UnlearnConfig, modules: list[str]) -> LoraConfig:
+    """The adapters every method trains: rank, alpha and dropout from the config."""
+    return LoraConfig(
+        r=uc.lora_r,
+        lora_alpha=uc.lora_alpha,
+        lora_dropout=uc.lora_dropout,
+        target_modules=modules,
+        task_type="CAUSAL_LM",
+    )
+
+
+def _add_recitations(cfg: RunConfig, run: Path, model: Any, tokenizer: Any, retain: list) -> int:
+    """``unlearning.retain_self``: the recitations join the encoded retain text, each
+    ``retain_self_copies`` times; returns how many there were. Called before training: LoRA's
+    B matrices start at zero, so the adapted model is still the original."""
+    uc = cfg.unlearning
+    if not uc.retain_self:
+        return 0
+    recited = recited_public_texts(cfg, run, model, tokenizer, pick_device(cfg.target.device))
+    rows = [{"text": t, "spans": []} for t in recited] * uc.retain_self_copies
+    retain += encode_masked(tokenizer, rows, uc.max_length)
+    return len(recited)
 
 
 def _lora_state(model: Any) -> dict[str, torch.Tensor]:
@@ -449,21 +476,9 @@ def unlearn(
     # Model: the frozen target with LoRA adapters on the chosen modules.
     base, tokenizer = load_causal_lm(run / "target")
     modules = lora_modules(base.config.model_type, uc.lora_target)
-    lora = LoraConfig(
-        r=uc.lora_r,
-        lora_alpha=uc.lora_alpha,
-        lora_dropout=uc.lora_dropout,
-        target_modules=modules,
-        task_type="CAUSAL_LM",
-    )
-    recited = []
-    if uc.retain_self:  # sampled before the adapters exist: the original model's recitations
-        recited = recited_public_texts(cfg, run, base, tokenizer, pick_device(cfg.target.device))
-    model = get_peft_model(base, lora)
+    model = get_peft_model(base, lora_config(uc, modules))
     texts = _data(cfg, run, data, pseudo, tokenizer, METHODS[method])
-    if recited:
-        rows = [{"text": t, "spans": []} for t in recited] * uc.retain_self_copies
-        texts["retain"] += encode_masked(tokenizer, rows, uc.max_length)
+    recited = _add_recitations(cfg, run, model, tokenizer, texts["retain"])
     texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=uc.lr)
     loop = TrainLoop(model, optimizer, cfg.target.device)
@@ -492,14 +507,17 @@ def unlearn(
 
     # Loop: optimizer steps with accumulation; checks and the stopping policy.
     confirm = full_ppl if len(texts["check_texts"]) < len(texts["eval_texts"]) else None
+    start_stats = (
+        pii_token_stats(model, texts["train"], texts["pad"], loop.device)
+        if data != "loop"
+        else None
+    )
     rounds = None
     if data == "loop":
         work = run / "unlearned" / f".{name}.rounds"
         rounds = _rounds(cfg, loop, tokenizer, meter, texts, (check, confirm), name, work)
         out = rounds.pop("out")
-        start_stats = None
     else:
-        start_stats = pii_token_stats(loop.unwrapped(), texts["train"], texts["pad"], loop.device)
         out = _train(loop, METHODS[method], uc, texts, check, name, confirm)
     kept = out["checks"][out["keep"]]
     summary = {
@@ -519,7 +537,7 @@ def unlearn(
         "lora_modules": modules,
         "train_texts": len(texts["train"]),
         "pii_tokens_at_start": start_stats,
-        "recited_retain_texts": len(recited),
+        "recited_retain_texts": recited,
         "held_texts": len(texts["held"]),
         "seconds": round(time.time() - started, 1),
         "rule": RULES[keep_rule(METHODS[method], uc)],
