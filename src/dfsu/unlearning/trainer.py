@@ -35,7 +35,7 @@ import torch
 from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 
 from dfsu.components.batches import collate_masked, encode_masked
-from dfsu.components.models import load_causal_lm, pick_device
+from dfsu.components.models import load_causal_lm
 from dfsu.components.records import public_training_texts, read_records
 from dfsu.components.training import TrainLoop
 from dfsu.config import RunConfig, UnlearnConfig
@@ -138,14 +138,14 @@ def lora_config(uc: UnlearnConfig, modules: list[str]) -> LoraConfig:
     )
 
 
-def _add_recitations(cfg: RunConfig, run: Path, model: Any, tokenizer: Any, retain: list) -> int:
+def _add_recitations(cfg: RunConfig, run: Path, loop: TrainLoop, tokenizer: Any, retain: list):
     """``unlearning.retain_self``: the recitations join the encoded retain text, each
     ``retain_self_copies`` times; returns how many there were. Called before training: LoRA's
     B matrices start at zero, so the adapted model is still the original."""
     uc = cfg.unlearning
     if not uc.retain_self:
         return 0
-    recited = recited_public_texts(cfg, run, model, tokenizer, pick_device(cfg.target.device))
+    recited = recited_public_texts(cfg, run, loop.unwrapped(), tokenizer, loop.device)
     rows = [{"text": t, "spans": []} for t in recited] * uc.retain_self_copies
     retain += encode_masked(tokenizer, rows, uc.max_length)
     return len(recited)
@@ -173,19 +173,23 @@ def _privacy_tracker(cfg: RunConfig, run: Path, tokenizer: Any, device: Any):
     return measure
 
 
+def _pii_batches(model: Any, items: list[dict], pad_id: int, device: Any):
+    """(per-token losses, PII mask) of each 16-item batch, in eval mode (callers run it under
+    torch.no_grad)."""
+    model.eval()
+    for i in range(0, len(items), 16):
+        batch = {k: v.to(device) for k, v in collate_masked(items[i : i + 16], pad_id).items()}
+        yield _losses(model, batch), batch["pii"][:, 1:] * batch["attention_mask"][:, 1:]
+    model.train()
+
+
 @torch.no_grad()
 def pii_token_loss(model: Any, items: list[dict], pad_id: int, device: Any) -> float:
     """Mean loss on the PII tokens of held-out texts: the privacy proxy (higher = forgotten)."""
-    model.eval()
     total, count = 0.0, 0.0
-    for i in range(0, len(items), 16):
-        batch = {k: v.to(device) for k, v in collate_masked(items[i : i + 16], pad_id).items()}
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        losses = token_losses(logits, batch["input_ids"], batch["attention_mask"])
-        mask = batch["pii"][:, 1:] * batch["attention_mask"][:, 1:]
+    for losses, mask in _pii_batches(model, items, pad_id, device):
         total += float((losses * mask).sum())
         count += float(mask.sum())
-    model.train()
     return total / max(count, 1.0)
 
 
@@ -195,13 +199,10 @@ def pii_token_stats(model: Any, items: list[dict], pad_id: int, device: Any) -> 
     loss (nats) and the share it gives more than 1/e and more than exp(-3). Memorized values
     sit near 0; values the model never saw (most inverted pseudo-PII) sit far above 3, where
     ascent has nothing of the model's to remove (``unlearning.ascent_cap``)."""
-    model.eval()
-    found = []
-    for i in range(0, len(items), 16):
-        batch = {k: v.to(device) for k, v in collate_masked(items[i : i + 16], pad_id).items()}
-        mask = (batch["pii"][:, 1:] * batch["attention_mask"][:, 1:]).bool()
-        found.append(_losses(model, batch)[mask].float().cpu())
-    model.train()
+    found = [
+        losses[mask.bool()].float().cpu()
+        for losses, mask in _pii_batches(model, items, pad_id, device)
+    ]
     losses = torch.cat(found) if found else torch.zeros(0)
     if not losses.numel():
         return {"tokens": 0}
@@ -478,10 +479,10 @@ def unlearn(
     modules = lora_modules(base.config.model_type, uc.lora_target)
     model = get_peft_model(base, lora_config(uc, modules))
     texts = _data(cfg, run, data, pseudo, tokenizer, METHODS[method])
-    recited = _add_recitations(cfg, run, model, tokenizer, texts["retain"])
     texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=uc.lr)
     loop = TrainLoop(model, optimizer, cfg.target.device)
+    recited = _add_recitations(cfg, run, loop, tokenizer, texts["retain"])
     tracker = _privacy_tracker(cfg, run, tokenizer, loop.device) if uc.track_privacy else None
     meter = leak_meter(cfg, run, tokenizer) if uc.keep_by == "leak" or data == "loop" else None
 
