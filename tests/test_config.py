@@ -71,6 +71,8 @@ def test_missing_config_file_is_an_error(tmp_path):
         ("unlearning.beta=.inf", "unlearning.alpha/beta/retain_weight"),
         ("unlearning.beta=.nan", "unlearning.alpha/beta/retain_weight"),
         ("seed=-1", "seed"),
+        ("unlearning.retain_self_search=beam", "unlearning.retain_self_search"),
+        ("unlearning.retain_self_tokens=1", "unlearning.retain_self_tokens"),
     ],
 )
 def test_out_of_range_values_are_refused_with_their_key(override, key):

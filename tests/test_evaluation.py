@@ -1,6 +1,7 @@
 import json
 import math
 import stat
+import types
 
 import pytest
 import torch
@@ -9,7 +10,13 @@ from dfsu.cli import main
 from dfsu.components.models import load_causal_lm
 from dfsu.components.records import read_records
 from dfsu.evaluation.evaluate import read_score_file, score_samples
-from dfsu.evaluation.sampler import make_prompts, sample_continuations, split_record
+from dfsu.evaluation.sampler import (
+    _top_per_group,
+    branch_recitations,
+    make_prompts,
+    sample_continuations,
+    split_record,
+)
 from dfsu.evaluation.utility import nli_accuracy, perplexity, strided_windows
 from dfsu.pii import PiiRecord, Span
 
@@ -244,3 +251,43 @@ def test_the_sampling_batch_is_a_setting_of_the_evaluation():
     assert evaluation_sampling(EvalConfig(batch_size=128))["batch_size"] == 128
     with pytest.raises(Exception, match="evaluation.batch_size"):
         EvalConfig(batch_size=0)
+
+
+class _ChainModel(torch.nn.Module):
+    """Next token after t: t + 1 with probability 0.9, t + 2 with 0.1 (mod 10); after BOS
+    (token 0), 1 ... 4 in that order of likelihood."""
+
+    def forward(self, input_ids, attention_mask=None):
+        last = input_ids[:, -1:]
+        probs = torch.full((len(input_ids), 10), 1e-6)
+        probs.scatter_(1, (last % 9) + 1, 0.9)
+        probs.scatter_(1, ((last + 1) % 9) + 1, 0.1)
+        first = torch.tensor([1e-6, 0.4, 0.3, 0.2, 0.1] + [1e-6] * 5)
+        probs = torch.where(last == 0, first, probs)
+        return types.SimpleNamespace(
+            logits=probs.log()[:, None, :].expand(-1, input_ids.size(1), -1)
+        )
+
+
+class _DigitTokenizer:
+    bos_token_id = 0
+    eos_token_id = 0
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(str(int(i)) for i in ids if not (skip_special_tokens and int(i) == 0))
+
+
+def test_branch_recitations_follow_the_likeliest_branches_per_first_token():
+    texts = branch_recitations(_ChainModel(), _DigitTokenizer(), 2, 3, 3, "cpu", p_min=0.05)
+    # First tokens 1 and 2; of each one's 3-token paths, the 3 likeliest (0.81, 0.09, 0.09).
+    assert sorted(texts) == ["123", "124", "134", "234", "235", "245"]
+    # With no next token as likely as p_min: one greedy path per first token.
+    greedy = branch_recitations(_ChainModel(), _DigitTokenizer(), 2, 3, 3, "cpu", p_min=0.5)
+    assert sorted(greedy) == ["123", "234"]
+
+
+def test_top_per_group_keeps_the_best_of_each_group():
+    scores = torch.tensor([0.1, 0.9, 0.5, 0.7, 0.3, 0.8])
+    groups = torch.tensor([0, 0, 1, 1, 1, 0])
+    assert set(_top_per_group(scores, groups, 2).tolist()) == {1, 5, 3, 2}
+    assert set(_top_per_group(scores, groups, 1).tolist()) == {1, 3}

@@ -399,14 +399,20 @@ def test_loop_rounds_are_saved_and_a_rerun_resumes_only_its_own(tmp_path, micro_
     assert other.rounds == [] and not (tmp_path / "rounds" / "0.st").exists()
 
 
-def test_retain_self_keeps_only_recitations_without_pii(trained_micro_run, tmp_path, monkeypatch):
-    # The model's samples are fixed here; the annotator (patterns) drops the one with an
+@pytest.mark.parametrize(
+    "search, finder", [("sample", "unprompted_samples"), ("branch", "branch_recitations")]
+)
+def test_retain_self_keeps_only_recitations_without_pii(
+    trained_micro_run, tmp_path, monkeypatch, search, finder
+):
+    # The model's texts are fixed here; the annotator (patterns) drops the one with an
     # e-mail address and the empty one, and the rest joins the public retain text.
     samples = ["Write to ann.lee@example.com today.", "", "The ferry leaves at noon."]
-    monkeypatch.setattr("dfsu.evaluation.sampler.unprompted_samples", lambda *a: list(samples))
+    monkeypatch.setattr(f"dfsu.evaluation.sampler.{finder}", lambda *a: list(samples))
     _, source = trained_micro_run
     run = _copy(source, tmp_path)
     overrides = ["unlearning.retain_self=3", "unlearning.retain_self_copies=2"]
+    overrides += [f"unlearning.retain_self_search={search}"]
     overrides += ["unlearning.retain_weight=1", "leak.annotator=pattern", "unlearning.max_steps=2"]
     out = unlearn(load_config(str(run / "config.yaml"), FAST + overrides), run, "pscu", "oracle")
     summary = json.loads((out / "summary.json").read_text())

@@ -341,6 +341,9 @@ class SynthesisConfig:
         )
 
 
+RECITE_BRANCHES = 32  # unlearning.retain_self_search=branch: beams per first token
+
+
 @dataclass
 class UnlearnConfig:
     """Stage 3: privacy-selective contrastive unlearning with LoRA (and the baselines)."""
@@ -359,10 +362,19 @@ class UnlearnConfig:
     )
     retain_self: int = _f(
         0,
-        "also descend on the original model's own recitations: this many unprompted samples "
-        "(synthesis.free_tokens each), those in which the run's annotator finds no PII added "
+        "also descend on the original model's own recitations: this many texts "
+        "(retain_self_tokens each), those in which the run's annotator finds no PII added "
         "to the public retain text (needs retain_weight > 0); 0: off",
         neutral=0,
+    )
+    retain_self_search: str = _f(
+        "sample",
+        "how the recitations are found: sample (unprompted nucleus samples) or branch (a "
+        f"search from the start-of-text token, {RECITE_BRANCHES} branches per first token)",
+        neutral="sample",
+    )
+    retain_self_tokens: int | None = _f(
+        None, "tokens per recited text; null: synthesis.free_tokens", neutral=None
     )
     retain_self_copies: int = _f(
         1,
@@ -460,6 +472,16 @@ class UnlearnConfig:
             self.retain_self >= 0 and self.retain_self_copies > 0,
             "unlearning.retain_self/retain_self_copies",
             "must be >= 0 and > 0",
+        )
+        _check(
+            self.retain_self_search in ("sample", "branch"),
+            "unlearning.retain_self_search",
+            "must be sample or branch",
+        )
+        _check(
+            self.retain_self_tokens is None or self.retain_self_tokens > 1,
+            "unlearning.retain_self_tokens",
+            "must be > 1 (or null)",
         )
         _check(
             self.ascent_cap is None or (math.isfinite(self.ascent_cap) and self.ascent_cap > 0),

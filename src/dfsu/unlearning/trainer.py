@@ -38,7 +38,7 @@ from dfsu.components.batches import collate_masked, encode_masked
 from dfsu.components.models import load_causal_lm
 from dfsu.components.records import public_training_texts, read_records
 from dfsu.components.training import TrainLoop
-from dfsu.config import RunConfig, UnlearnConfig
+from dfsu.config import RECITE_BRANCHES, RunConfig, UnlearnConfig
 from dfsu.errors import DfsuError
 from dfsu.evaluation.leak import leak_meter
 from dfsu.evaluation.utility import default_window, perplexity_of, perplexity_pieces
@@ -112,17 +112,22 @@ def unlearning_texts(run: Path, data: str, pseudo: Path | None = None) -> list[d
 
 
 def recited_public_texts(cfg: RunConfig, run: Path, model: Any, tokenizer: Any, device: Any):
-    """The model's own unprompted samples in which the run's annotator finds no PII: public
+    """The model's own texts (unprompted samples, or a branch search from the start-of-text
+    token: ``unlearning.retain_self_search``) in which the run's annotator finds no PII: public
     text the model recites, memorized records among it (``unlearning.retain_self``). Needs
     neither the training data nor the records: the model and the annotator only."""
-    from dfsu.evaluation.sampler import unprompted_samples
+    from dfsu.evaluation.sampler import branch_recitations, unprompted_samples
     from dfsu.pii.annotators import load_offline
 
-    sc = cfg.synthesis
-    n = cfg.unlearning.retain_self
-    samples = unprompted_samples(
-        model, tokenizer, n, sc.free_tokens, sc.free_top_p, cfg.seed, device
-    )
+    sc, uc = cfg.synthesis, cfg.unlearning
+    tokens = uc.retain_self_tokens or sc.free_tokens
+    if uc.retain_self_search == "branch":
+        first = max(1, uc.retain_self // RECITE_BRANCHES)
+        samples = branch_recitations(model, tokenizer, first, RECITE_BRANCHES, tokens, device)
+    else:
+        samples = unprompted_samples(
+            model, tokenizer, uc.retain_self, tokens, sc.free_top_p, cfg.seed, device
+        )
     annotator = load_offline(cfg.leak.annotator, cfg.tagger, run, None)
     return [t for t, spans in zip(samples, annotator(samples), strict=True) if t and not spans]
 
