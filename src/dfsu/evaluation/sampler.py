@@ -299,6 +299,7 @@ def branch_recitations(
     few tokens, so they surface here where sampling rarely hits them (on the demo's target it
     recites 22 of the 40 public records word for word, and opens 58 of the 100 private ones).
     Returns at most first_tokens x per_first texts of up to ``tokens`` tokens."""
+    model.eval()  # no dropout: the search is deterministic, as the sampler's decoding is
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     eos = tokenizer.eos_token_id
     first = model(input_ids=torch.tensor([[start]], device=device)).logits[0, -1].float()
