@@ -290,14 +290,16 @@ def branch_recitations(
     tokens: int,
     device: Any,
     p_min: float = 0.03,
+    max_children: int = 8,
     batch_size: int = 256,
 ) -> list[str]:
     """What the model recites from the start-of-text token, found by search rather than
     sampling: the ``first_tokens`` likeliest first tokens, each followed down at most
     ``per_first`` branches (the likeliest whole sequences), a branch wherever a next token's
-    probability reaches ``p_min``. Memorized sequences are near-deterministic after their first
-    few tokens, so they surface here where sampling rarely hits them (on the demo's target it
-    recites 22 of the 40 public records word for word, and opens 58 of the 100 private ones).
+    probability reaches ``p_min`` (at most ``max_children`` per text and step). Memorized
+    sequences are near-deterministic after their first few tokens, so they surface here where
+    sampling rarely hits them (on the demo's target it recites 22 of the 40 public records word
+    for word, and opens 58 of the 100 private ones).
     Returns at most first_tokens x per_first texts of up to ``tokens`` tokens."""
     model.eval()  # no dropout: the search is deterministic, as the sampler's decoding is
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
@@ -308,7 +310,7 @@ def branch_recitations(
     seqs = torch.stack([torch.full((k,), start, device=device), heads.indices], 1)
     score, group = heads.values, torch.arange(k, device=device)
     done = seqs[:, -1] == eos
-    width = min(8, first.numel())
+    width = min(max_children, first.numel())
     with progress_bar("recite", tokens - 1) as bar:
         for _ in range(tokens - 1):
             logits = torch.cat(
