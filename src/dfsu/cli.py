@@ -197,6 +197,11 @@ def _add_run_parsers(sub: Any) -> None:
         "leaked (sets synthesis.keep and leak.keep)",
     )
     run_p.add_argument("--show-pii", action="store_true", help="true PII values in the report")
+    run_p.add_argument(
+        "--drop-rows",
+        action="store_true",
+        help="write results.json with the --rows given only, dropping earlier rows",
+    )
     run_p.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
     sweep = sub.add_parser(
@@ -742,8 +747,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     keep = [f"synthesis.keep={args.keep}", f"leak.keep={args.keep}"] if args.keep else []
     cfg = load_config(args.config, [*args.overrides, *keep])
     rows = [r.strip() for r in args.rows.split(",")] if args.rows else None
-    payload = run_pipeline(cfg, Path(args.out), rows, args.force, args.show_pii)
-    _print_results(Path(args.out), payload)
+    out = Path(args.out)
+    if out.is_dir() and any(out.iterdir()) and not (out / "config.yaml").is_file():
+        raise DfsuError(f"--out: {out} is a directory but not a run (no config.yaml): name another")
+    payload = run_pipeline(cfg, out, rows, args.force, args.show_pii, args.drop_rows)
+    _print_results(out, payload)
     return 0
 
 
@@ -871,11 +879,13 @@ def _audit_leak(args: argparse.Namespace, console: Any) -> dict[str, Any]:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.pipeline import DEMO_ROWS, run_pipeline
+    from dfsu.pipeline import DEMO_ROWS, earlier_rows, run_pipeline
 
     cfg = load_config(args.config, args.overrides)
     run = Path(args.out)
-    payload = run_pipeline(cfg, run, None if args.full else DEMO_ROWS)
+    # A demo over a finished `--full` run keeps that run's other rows (up to date, not redone).
+    rows = None if args.full else DEMO_ROWS + earlier_rows(run, DEMO_ROWS)
+    payload = run_pipeline(cfg, run, rows)
     _print_target_summary(run / "target")
     _print_results(run, payload)
     return 0

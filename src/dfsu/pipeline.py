@@ -221,9 +221,11 @@ def run_pipeline(
     rows: list[str] | None = None,
     force: list[str] | None = None,
     show_pii: bool = False,
+    drop_rows: bool = False,
 ) -> dict[str, Any]:
     """corpus -> target -> inverter -> tagger -> synthesize -> annotate -> unlearn -> evaluate
-    -> report."""
+    -> report. Rows of an earlier results.json that ``rows`` leaves out are an error unless
+    ``drop_rows``."""
     from dfsu.corpus import build_corpus
     from dfsu.report import write_report
     from dfsu.target import train_target
@@ -232,6 +234,13 @@ def run_pipeline(
     unknown = [r for r in rows if r not in KNOWN_ROWS]
     if unknown:
         raise DfsuError(f"rows: unknown {unknown} (known: {', '.join(KNOWN_ROWS)})")
+    check_force(force or [])
+    dropped = earlier_rows(Path(run), rows)
+    if dropped and not drop_rows:
+        raise DfsuError(
+            f"rows: {Path(run) / 'results.json'} holds {', '.join(dropped)}, which --rows "
+            "leaves out; list them too, or pass --drop-rows to write the listed rows only"
+        )
     run = create_run_dir(run)
     save_config(run, cfg)
     stage = Stages(cfg, run, set(force or []))
@@ -260,6 +269,39 @@ def run_pipeline(
     stage.profile.finish()
     owner_only(run)
     return payload
+
+
+def stage_names() -> list[str]:
+    """Every name ``--force`` accepts: a stage kind, or a kind with its source or row."""
+    return [
+        *READS,
+        *(f"{kind}:{s}" for kind in ("synthesize", "annotate") for s in SOURCES),
+        *(f"{kind}:{r}" for kind in ("unlearn", "evaluate") for r in KNOWN_ROWS),
+    ]
+
+
+def check_force(force: list[str]) -> None:
+    """An unknown ``--force`` stage is an error, not a run that silently forces nothing."""
+    known = stage_names()
+    unknown = [f for f in force if f not in known]
+    if unknown:
+        shown = ", ".join(repr(f[:60]) for f in unknown[:5])
+        raise DfsuError(
+            f"--force: unknown stage {shown} (a stage: {', '.join(READS)}; or STAGE:SOURCE "
+            "for synthesize/annotate, STAGE:ROW for unlearn/evaluate)"
+        )
+
+
+def earlier_rows(run: Path, rows: list[str]) -> list[str]:
+    """The rows of RUN/results.json (when there is one) that ``rows`` leaves out."""
+    path = run / "results.json"
+    if not path.is_file():
+        return []
+    try:
+        earlier = [r["method"] for r in json.loads(path.read_text(encoding="utf-8"))["rows"]]
+    except (ValueError, KeyError, TypeError):
+        return []  # a damaged results file is rewritten whole
+    return [r for r in earlier if r not in rows]
 
 
 def _needs_pseudo(rows: list[str]) -> bool:

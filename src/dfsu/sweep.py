@@ -23,7 +23,7 @@ import yaml
 
 from dfsu.config import RunConfig, load_config, resolve_config_path
 from dfsu.errors import DfsuError
-from dfsu.rundir import atomic_write_json, create_run_dir
+from dfsu.rundir import atomic_write_json, create_run_dir, safe_name
 from dfsu.ui import info
 
 DEFAULT_ROWS = ["original", "dfsu"]
@@ -124,7 +124,7 @@ def _override(key: str, value: Any) -> str:
 def point_name(index: int, params: dict[str, Any]) -> str:
     """``01-beta=0.2``: the index keeps the order, the last key component names the value."""
     text = "_".join(f"{k.split('.')[-1]}={v}" for k, v in params.items())
-    return f"{index:02d}-" + re.sub(r"[^A-Za-z0-9=._+-]", "-", text)[:80]
+    return safe_name(f"{index:02d}-" + re.sub(r"[^A-Za-z0-9=._+-]", "-", text)[:80], "sweep point")
 
 
 def _seed_from(base: Path, run: Path) -> None:
@@ -184,7 +184,8 @@ def run_sweep(
             elif base is not None:
                 _seed_from(Path(base), run)
         info(f"[bold]sweep point {i + 1}/{len(grid)}[/bold]: {name}")
-        result = run_pipeline(cfg, run, list(sweep.rows), force, show_pii)
+        # A point holds the sweep's rows only: a rerun with other rows rewrites them.
+        result = run_pipeline(cfg, run, list(sweep.rows), force, show_pii, drop_rows=True)
         payload["points"].append(
             {
                 "name": name,

@@ -47,6 +47,7 @@ from dfsu.rundir import (
     atomic_write_jsonl,
     create_run_dir,
     read_jsonl,
+    safe_name,
     staged_dir,
 )
 from dfsu.ui import progress_bar
@@ -473,10 +474,10 @@ def unlearn(
         raise DfsuError(f"--method: {method!r} is not one of {', '.join(METHODS)}")
     if data not in DATA:
         raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
+    name = safe_name(name or f"{method}-{data}")
     started = time.time()
     run = create_run_dir(run)
     uc = cfg.unlearning
-    name = name or f"{method}-{data}"
     torch.manual_seed(cfg.seed)
 
     # Model: the frozen target with LoRA adapters on the chosen modules.
