@@ -1,0 +1,166 @@
+"""The docs hold to the code: the README stays short and shows the commands CI runs, every
+relative link resolves, and docs/tables.py writes (and checks) the results tables."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+TABLES = DOCS / "tables.py"
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _tables(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(TABLES), *args], capture_output=True, text=True, cwd=ROOT
+    )
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces -> '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL)
+    return {_slug(m) for m in re.findall(r"^#{1,6} (.+)$", text, flags=re.MULTILINE)}
+
+
+def test_readme_is_at_most_250_lines():
+    assert len(README.read_text().splitlines()) <= 250
+
+
+def test_readme_shows_the_commands_ci_runs():
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    test_command = next(line for line in ci if "python -m pytest" in line)
+    readme = [line.strip() for line in README.read_text().splitlines()]
+    assert test_command in readme
+    # The demo command installs the same way, without the dev extras.
+    install = test_command.split('pip install -e ".[dev]"')[0]
+    assert f"{install}pip install -e . && dfsu demo" in readme
+
+
+@pytest.mark.parametrize(
+    "doc", [README, *sorted(DOCS.glob("*.md"))], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_every_relative_link_points_to_an_existing_file_and_heading(doc):
+    text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.DOTALL)
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (doc.parent / path).resolve() if path else doc
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{target}: no such heading")
+    assert not broken, broken
+
+
+def test_the_committed_results_page_is_up_to_date():
+    result = _tables("--check")
+    assert result.returncode == 0, result.stderr
+
+
+def _results(rows: list[dict]) -> str:
+    return json.dumps({"rows": rows})
+
+
+def _row(method: str, e_hit, retain, ppl, nli, leak) -> dict:
+    return {
+        "method": method,
+        "ERR": 0.0,
+        "FRS": 50.0,
+        "S_Exp": 10.0,
+        "E_Hit": e_hit,
+        "PPL": ppl,
+        "NLI_acc": nli,
+        "retain_EM": retain,
+        "leak_estimate": {"consistent": leak, "emitted": leak + 5},
+        "ci": {"E_Hit": [e_hit - 1.0, e_hit + 1.0]},
+    }
+
+
+@pytest.fixture
+def seed_files(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "demo-seed0.json").write_text(
+        _results(
+            [_row("original", 80.0, 50.0, 4.0, 100.0, 10), _row("dfsu", 10.0, 0.0, 4.4, None, 3)]
+        )
+    )
+    (results / "demo-seed1.json").write_text(
+        _results(
+            [_row("original", 84.0, 60.0, 4.5, 90.0, 13), _row("dfsu", 20.0, 5.0, 4.6, 95.0, 5)]
+        )
+    )
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n\n<!-- table:demo -->\n<!-- /table:demo -->\n\nAfter.\n")
+    return results, doc
+
+
+def test_tables_writes_mean_and_sd_across_seeds_and_then_checks_clean(seed_files):
+    results, doc = seed_files
+    assert _tables("--results", str(results), "--doc", str(doc), "--check").returncode == 1
+    assert _tables("--results", str(results), "--doc", str(doc)).returncode == 0
+    text = doc.read_text()
+    # By hand: E-Hit 80, 84 -> mean 82, sd sqrt(8) = 2.83; PPL 4.0, 4.5 -> 4.25 ± 0.35;
+    # leak 10, 13 -> 11.5 ± 2.12; dfsu's NLI has one seed only.
+    assert "| original | 82.0 ± 2.8 (80.0, 84.0) | 55.0 ± 7.1 (50.0, 60.0) |" in text
+    assert "| 4.25 ± 0.35 (4.00, 4.50) | 95.0 ± 7.1 (100.0, 90.0) | 11.5 ± 2.1 (10, 13) |" in text
+    assert (
+        "| dfsu | 15.0 ± 7.1 (10.0, 20.0) | 2.5 ± 3.5 (0.0, 5.0) | 4.50 ± 0.14 (4.40, 4.60) |"
+        in text
+    )
+    assert "| 95.0 (–, 95.0) | 4.0 ± 1.4 (3, 5) |" in text
+    assert text.endswith("<!-- /table:demo -->\n\nAfter.\n")
+    result = _tables("--results", str(results), "--doc", str(doc), "--check")
+    assert result.returncode == 0, result.stderr
+
+
+def test_tables_check_fails_when_a_results_file_changes(seed_files):
+    results, doc = seed_files
+    _tables("--results", str(results), "--doc", str(doc))
+    (results / "demo-seed2.json").write_text(
+        _results([_row("original", 90.0, 55.0, 4.1, 100.0, 9)])
+    )
+    assert _tables("--results", str(results), "--doc", str(doc), "--check").returncode == 1
+
+
+def test_tables_without_results_files_say_so(tmp_path):
+    doc = tmp_path / "results.md"
+    doc.write_text("<!-- table:demo -->\nstale\n<!-- /table:demo -->\n")
+    result = _tables("--results", str(tmp_path / "none"), "--doc", str(doc))
+    assert result.returncode == 0 and "no results files" in result.stdout
+    assert "No results files yet" in doc.read_text() and "stale" not in doc.read_text()
+
+
+def test_a_single_results_file_gets_its_own_table_with_intervals(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "one.json").write_text(_results([_row("oracle", 8.8, 0.0, 4.18, 78.2, 32)]))
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n")
+    _tables("--results", str(results), "--doc", str(doc))
+    assert "<!-- table:one -->" in doc.read_text()
+    assert "| oracle | 8.8 [7.8, 9.8] | 0.0 | 4.18 | 78.2 | 32 |" in doc.read_text()
+
+
+def test_a_malformed_results_file_is_a_one_line_error(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "bad.json").write_text('{"nothing": []}')
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n")
+    result = _tables("--results", str(results), "--doc", str(doc))
+    assert result.returncode == 2 and "bad.json" in result.stderr
