@@ -7,6 +7,9 @@
   bitcoin addresses) win where they overlap a tagger span, and a tagger card number or IBAN
   must pass its checksum; the tagger wins over the
   context-only detectors (dates, phone numbers, ...), which fill in where it found nothing.
+
+All three read each text's detection form (``dfsu.pii.normalize``) and return spans over
+the text itself.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dfsu.pii.detectors import detect, iban_ok, luhn_ok
+from dfsu.pii.detectors import OverlapIndex, candidates, detect, iban_ok, luhn_ok, resolve_overlaps
+from dfsu.pii.normalize import normalize_for_detection, spans_to_original
 from dfsu.pii.records import Span, canonical_label
 
 OFFLINE = ("pattern", "tagger", "hybrid")
@@ -27,8 +31,11 @@ VALIDATED = frozenset(
 )
 
 
-def _overlaps(a: Span, b: Span) -> bool:
-    return a.start < b.end and b.start < a.end
+def _index(spans: list[Span]) -> OverlapIndex:
+    index = OverlapIndex(s.start for s in spans)
+    for s in spans:
+        index.add(s.start, s.end)
+    return index
 
 
 def _checksum_ok(span: Span) -> bool:
@@ -46,9 +53,11 @@ def merge_hybrid(tagged: list[Span], patterns: list[Span]) -> list[Span]:
     """Validated pattern spans, then tagger spans that overlap none of them (and pass their
     label's checksum), then the other pattern spans that overlap nothing kept so far (pure)."""
     kept = [p for p in patterns if p.label in VALIDATED]
-    kept += [t for t in tagged if _checksum_ok(t) and not any(_overlaps(t, k) for k in kept)]
+    validated = _index(kept)
+    kept += [t for t in tagged if _checksum_ok(t) and not validated.overlaps(t.start, t.end)]
+    so_far = _index(kept)
     weak = [p for p in patterns if p.label not in VALIDATED]
-    kept += [p for p in weak if not any(_overlaps(p, k) for k in kept)]
+    kept += [p for p in weak if not so_far.overlaps(p.start, p.end)]
     return sorted(kept, key=lambda s: s.start)
 
 
@@ -66,12 +75,19 @@ class OfflineAnnotator:
     def __call__(self, texts: list[str]) -> list[list[Span]]:
         if self.name == "pattern":
             return [detect(t) for t in texts]
-        tagged = self.tagger.predict(texts)
+        forms = [normalize_for_detection(t) for t in texts]
+        tagged = self.tagger.predict([norm for norm, _ in forms])
         if self.labels is not None:
             tagged = [[s for s in row if s.label in self.labels] for row in tagged]
-        if self.name == "tagger":
-            return tagged
-        return [merge_hybrid(t, detect(x)) for t, x in zip(tagged, texts, strict=True)]
+        if self.name == "hybrid":
+            tagged = [
+                merge_hybrid(t, resolve_overlaps(candidates(norm)))
+                for t, (norm, _) in zip(tagged, forms, strict=True)
+            ]
+        return [
+            spans_to_original(text, spans, offsets)
+            for text, spans, (_, offsets) in zip(texts, tagged, forms, strict=True)
+        ]
 
     def one(self, text: str) -> list[Span]:
         return self([text])[0]
@@ -116,7 +132,10 @@ def drop_kept(text: str, spans: list[dict], keep: list[str]) -> tuple[list[dict]
         while start >= 0:
             kept.append((start, start + len(value)))
             start = text.find(value, start + 1)
-    out = [s for s in spans if not any(a < s["end"] and s["start"] < b for a, b in kept)]
+    index = OverlapIndex(a for a, _ in kept)
+    for a, b in kept:
+        index.add(a, b)
+    out = [s for s in spans if not index.overlaps(s["start"], s["end"])]
     return out, len(spans) - len(out)
 
 

@@ -1,16 +1,20 @@
 """Offline PII detectors for the structured labels, with checksums where a format has one.
 
 ``detect(text)`` returns non-overlapping spans; when candidates overlap, the longer one
-wins (then the label listed first in DETECTORS). ``score_detector`` measures precision,
-recall and F1 against gold spans (exact offsets and label).
+wins (then the label listed first in DETECTORS). The detectors read the text's detection
+form (``dfsu.pii.normalize``: zero-width characters dropped, unicode spaces and fullwidth
+forms read as ASCII) and the spans are mapped back onto the text. ``score_detector``
+measures precision, recall and F1 against gold spans (exact offsets and label).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 
+from dfsu.pii.normalize import normalize_for_detection, spans_to_original
 from dfsu.pii.records import PiiRecord, Span
 
 MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
@@ -32,6 +36,12 @@ def iban_ok(value: str) -> bool:
         return False
     moved = s[4:] + s[:4]
     return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
+def card_ok(value: str) -> bool:
+    """13-19 digits, written whole or in groups, that pass Luhn."""
+    digits = value.replace(" ", "").replace("-", "")
+    return digits.isdigit() and 13 <= len(digits) <= 19 and luhn_ok(digits)
 
 
 def _ip_ok(cls: type) -> Callable[[str], bool]:
@@ -59,8 +69,9 @@ DETECTORS: list[tuple[str, re.Pattern[str], Callable[[str], bool] | None, int]] 
     (
         "USERAGENT",
         re.compile(
-            r"(?:Mozilla|Opera)/[\d.]+ ?\([^)]*\)"
-            r"(?:\s+[A-Za-z]+/[\w.-]+(?:\s+[\d:.]+(?=\s))?(?:\s+\([^)]*\))?)*"
+            # no "(" inside a comment: an unclosed one is not read to the end of the text
+            r"(?:Mozilla|Opera)/[\d.]+ ?\([^()]*\)"
+            r"(?:\s+[A-Za-z]+/[\w.-]+(?:\s+[\d:.]+(?=\s))?(?:\s+\([^()]*\))?)*"
         ),
         None,
         0,
@@ -68,7 +79,9 @@ DETECTORS: list[tuple[str, re.Pattern[str], Callable[[str], bool] | None, int]] 
     ("URL", re.compile(r"https?://[^\s,;()<>\"']+[^\s,;()<>\"'.]"), None, 0),
     (
         "EMAIL",
-        re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
+        # at most 64 characters before the @ (RFC 5321): a long run of letters without one
+        # is then read in linear time, not from each of its characters to its end
+        re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
         None,
         0,
     ),
@@ -82,7 +95,16 @@ DETECTORS: list[tuple[str, re.Pattern[str], Callable[[str], bool] | None, int]] 
     ),
     ("MAC", re.compile(r"\b(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}\b"), None, 0),
     ("IPV4", re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), _ip_ok(ipaddress.IPv4Address), 0),
-    ("CREDITCARDNUMBER", re.compile(r"\b\d{13,19}\b"), luhn_ok, 0),
+    (
+        "CREDITCARDNUMBER",
+        # whole, or in groups as printed on cards: 4-4-4-4(-3), 4-6-5 or 4-6-4
+        re.compile(
+            r"\b\d{13,19}\b"
+            r"|\b\d{4}([ -])(?:\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{6}\1\d{4,5})\b"
+        ),
+        card_ok,
+        0,
+    ),
     (
         "SSN",
         re.compile(
@@ -146,17 +168,55 @@ def candidates(text: str) -> list[Span]:
     return out
 
 
+class OverlapIndex:
+    """Intervals [start, end) added one by one; does a new one overlap any added so far?
+
+    It overlaps one when some added interval starts before its end and ends after its
+    start, that is when the largest end among the intervals starting before its end is
+    past its start: a Fenwick tree of those largest ends over the sorted possible starts
+    answers that in O(log n), and so does an insertion.
+    """
+
+    def __init__(self, starts: Iterable[int]):
+        self.starts = sorted(set(starts))
+        self.largest_end: list[float] = [float("-inf")] * (len(self.starts) + 1)
+
+    def add(self, start: int, end: int) -> None:
+        """Add [start, end); ``start`` must be one of the starts given at construction."""
+        i = bisect_left(self.starts, start) + 1
+        while i < len(self.largest_end):
+            if end > self.largest_end[i]:
+                self.largest_end[i] = end
+            i += i & -i
+
+    def overlaps(self, start: int, end: int) -> bool:
+        i = bisect_left(self.starts, end)  # how many possible starts lie before ``end``
+        largest = float("-inf")
+        while i > 0:
+            if self.largest_end[i] > largest:
+                largest = self.largest_end[i]
+            i -= i & -i
+        return largest > start
+
+
 def resolve_overlaps(spans: Iterable[Span]) -> list[Span]:
-    """Keep the longest span of each overlapping cluster (ties: earlier detector)."""
+    """Keep the longest span of each overlapping cluster (ties: earlier detector, then the
+    earlier span given): each span in that order is kept when it overlaps none kept so far."""
+    ranked = sorted(spans, key=lambda s: (-(s.end - s.start), _PRIORITY.get(s.label, 99)))
+    index = OverlapIndex(s.start for s in ranked)
     kept: list[Span] = []
-    for span in sorted(spans, key=lambda s: (-(s.end - s.start), _PRIORITY.get(s.label, 99))):
-        if all(span.end <= k.start or k.end <= span.start for k in kept):
+    for span in ranked:
+        if not index.overlaps(span.start, span.end):
+            index.add(span.start, span.end)
             kept.append(span)
     return sorted(kept, key=lambda s: s.start)
 
 
 def detect(text: str) -> list[Span]:
-    return resolve_overlaps(candidates(text))
+    """Non-overlapping spans over ``text``, found on its detection form: a value with an
+    invisible character inside is one span, that character included."""
+    norm, offsets = normalize_for_detection(text)
+    return spans_to_original(text, resolve_overlaps(candidates(norm)), offsets)
 
 
 def score_detector(

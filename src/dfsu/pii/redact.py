@@ -5,14 +5,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from dfsu.pii.normalize import detection_form
+
 
 def mask_value(value: str) -> str:
     """Keep the first third (+1) of a value and mask the letters and digits after it.
 
     ``176.53.12.99`` -> ``176.5•.••.••``: enough to tell values apart, not to recover one.
+    The third counts visible characters only: zero-width characters inside a value must
+    not uncover more of it.
     """
-    keep = len(value) // 3 + 1
-    return value[:keep] + "".join("•" if c.isalnum() else c for c in value[keep:])
+    visible = [i for i, c in enumerate(value) if detection_form(c)]
+    keep = len(visible) // 3 + 1
+    cut = visible[keep - 1] + 1 if keep <= len(visible) else len(value)
+    return value[:cut] + "".join("•" if c.isalnum() else c for c in value[cut:])
 
 
 def redact_text(text: str, values: Iterable[str]) -> str:
