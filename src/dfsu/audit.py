@@ -21,6 +21,9 @@ from dfsu.pii.detectors import detect
 from dfsu.pii.redact import mask_value
 from dfsu.rundir import atomic_write_text, iter_jsonl
 
+MAX_PROMPTS = 10_000  # greedy continuations are computed for every prompt, for each model
+MAX_PROMPT_CHARS = 2000
+
 
 def default_prompts() -> Path:
     from dfsu.config import configs_dir
@@ -29,24 +32,33 @@ def default_prompts() -> Path:
 
 
 def read_prompts(path: str | Path) -> list[str]:
-    """Prompts from a text file (one per line, '#' comments) or JSONL rows with 'prompt'."""
+    """Prompts from a text file (one per line, '#' comments) or JSONL rows with 'prompt';
+    at most MAX_PROMPTS of at most MAX_PROMPT_CHARS characters each."""
     path = Path(path)
     if not path.is_file():
         raise DfsuError(f"{path}: no such prompts file")
     prompts = []
+
+    def add(prompt: str, number: int) -> None:
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise DfsuError(f"{path}: line {number}: longer than {MAX_PROMPT_CHARS} characters")
+        if len(prompts) == MAX_PROMPTS:
+            raise DfsuError(f"{path}: more than {MAX_PROMPTS} prompts")
+        prompts.append(prompt)
+
     if path.suffix == ".jsonl":
         for number, row in iter_jsonl(path):
             if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
                 raise DfsuError(f"{path}: line {number}: needs a string 'prompt'")
-            prompts.append(row["prompt"])
+            add(row["prompt"], number)
     else:
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             raise DfsuError(f"{path}: not UTF-8 text") from None
-        for line in text.splitlines():
+        for number, line in enumerate(text.splitlines(), start=1):
             if line.strip() and not line.lstrip().startswith("#"):
-                prompts.append(line.rstrip())
+                add(line.rstrip(), number)
     if not prompts:
         raise DfsuError(f"{path}: holds no prompt")
     return prompts
@@ -78,11 +90,11 @@ def audit(
 ) -> dict[str, Any]:
     """Continuations and PII-like span counts per model (values unmasked: mask before showing)."""
     from dfsu.components.models import pick_device
+    from dfsu.config import MAX_NEW_TOKENS, check_range
 
     if adapter and unlearned:
         raise DfsuError("audit: give --adapter or --unlearned, not both")
-    if max_new_tokens < 1:
-        raise DfsuError("--max-new-tokens: must be >= 1")
+    check_range(max_new_tokens, "--max-new-tokens", 1, MAX_NEW_TOKENS)
     types = {t.upper() for t in pii_types} if pii_types else None
     dev = pick_device(device)
     outputs, names = {}, {}
@@ -123,23 +135,17 @@ def audited_models(
 ):
     """(name, description, model, tokenizer) of the original and, when given, the unlearned
     model (an adapter over the original, or a merged directory), one at a time."""
-    from dfsu.components.models import load_causal_lm
+    from dfsu.components.models import load_adapter, load_causal_lm, refuse_symlinked
 
     if adapter and unlearned:
         raise DfsuError("audit: give --adapter or --unlearned, not both")
+    if adapter or unlearned:  # before the original's work
+        refuse_symlinked(adapter or unlearned)
     model, tokenizer = load_causal_lm(model_path, trust_remote_code)
     yield "original", str(model_path), model.to(device), tokenizer
     if adapter:
-        from peft import PeftModel
-
-        if not (Path(adapter) / "adapter_config.json").is_file():
-            raise DfsuError(f"{adapter}: not a PEFT adapter directory (no adapter_config.json)")
-        yield (
-            "unlearned",
-            f"{model_path} + {adapter}",
-            PeftModel.from_pretrained(model, str(adapter)).to(device),
-            tokenizer,
-        )
+        adapted = load_adapter(model, adapter)
+        yield "unlearned", f"{model_path} + {adapter}", adapted.to(device), tokenizer
     elif unlearned:
         model, tokenizer = load_causal_lm(unlearned, trust_remote_code)
         yield "unlearned", str(unlearned), model.to(device), tokenizer

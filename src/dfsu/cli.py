@@ -29,8 +29,27 @@ def _add_config_args(p: argparse.ArgumentParser, default: str | None = "tiny") -
     )
 
 
+def _int_flag(flag: str, lo: int, hi: int) -> Any:
+    """The argparse type of an int flag bounded to [lo, hi]: a value out of range, or not an
+    integer, is the one-line error of ``check_range`` as soon as the command line is read."""
+
+    def parse(text: str) -> int:
+        from dfsu.config import check_range
+
+        try:
+            value: Any = int(text)
+        except ValueError:
+            value = text
+        return check_range(value, flag, lo, hi)
+
+    parse.__name__ = f"integer in [{lo}, {hi}]"
+    return parse
+
+
 def _add_pii_parsers(sub: Any) -> None:
     """`dfsu pii ...`: record files, the tagger and detection."""
+    from dfsu.config import MAX_SEED
+
     pii = sub.add_parser(
         "pii", help="PII record files: inspect, generate, train the tagger, detect"
     ).add_subparsers(dest="pii_command", required=True)
@@ -38,8 +57,18 @@ def _add_pii_parsers(sub: Any) -> None:
     inspect.add_argument("file", help="JSONL, JSON, parquet file or a datasets directory")
     inspect.add_argument("--json", action="store_true", help="one JSON object on stdout")
     gen = pii.add_parser("generate", help="write generated AI4Privacy-look-alike records")
-    gen.add_argument("--n", type=int, default=100, help="number of records (default: %(default)s)")
-    gen.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
+    gen.add_argument(
+        "--n",
+        type=_int_flag("--n", 1, 1_000_000),
+        default=100,
+        help="number of records, 1 to 1000000 (default: %(default)s)",
+    )
+    gen.add_argument(
+        "--seed",
+        type=_int_flag("--seed", 0, MAX_SEED),
+        default=0,
+        help="seed (default: %(default)s)",
+    )
     gen.add_argument("--locales", default="en_US", help="comma-separated Faker locales")
     gen.add_argument("--out", required=True, help="output JSONL file")
     train_tag = pii.add_parser(
@@ -106,7 +135,12 @@ def _add_stage_parsers(sub: Any) -> None:
     invert = sub.add_parser("invert", help="what the inverter reads back from the target")
     invert.add_argument("--run", required=True, help="run directory with target and inverter")
     invert.add_argument("--text", action="append", required=True, help="text to invert (repeat)")
-    invert.add_argument("--n", type=int, default=1, help="readings per text (beam search)")
+    invert.add_argument(
+        "--n",
+        type=_int_flag("--n", 1, 64),
+        default=1,
+        help="readings per text (beam search), 1 to 64",
+    )
     invert.add_argument(
         "--show-pii", action="store_true", help="do not mask the run's known PII values"
     )
@@ -251,6 +285,8 @@ def _add_run_parsers(sub: Any) -> None:
 
 def _add_tool_parsers(sub: Any) -> None:
     """Audit, scoring, evaluation of any checkpoint, the resolved config."""
+    from dfsu.config import MAX_NEW_TOKENS, MAX_SEED
+
     aud = sub.add_parser(
         "audit", help="greedy continuations of PII prompts, original vs unlearned, PII-like spans"
     )
@@ -264,7 +300,12 @@ def _add_tool_parsers(sub: Any) -> None:
         "default: the shipped configs/audit-prompts.txt",
     )
     aud.add_argument("--pii-types", default=None, help="count only these labels, e.g. IPV4,EMAIL")
-    aud.add_argument("--max-new-tokens", type=int, default=32, help="default: %(default)s")
+    aud.add_argument(
+        "--max-new-tokens",
+        type=_int_flag("--max-new-tokens", 1, MAX_NEW_TOKENS),
+        default=32,
+        help=f"1 to {MAX_NEW_TOKENS} (default: %(default)s)",
+    )
     aud.add_argument("--html", default="audit.html", help="HTML output (default: %(default)s)")
     aud.add_argument("--json", default=None, help="also write the audit as JSON here")
     aud.add_argument("--device", default="auto", help="auto, cpu or cuda")
@@ -288,7 +329,12 @@ def _add_tool_parsers(sub: Any) -> None:
     score_p = sub.add_parser("score", help="ERR, FRS, S-Exp, E-Hit of a generations JSONL file")
     score_p.add_argument("file", help="JSONL: prefix, suffix, entities, generations per line")
     score_p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    score_p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    score_p.add_argument(
+        "--seed",
+        type=_int_flag("--seed", 0, MAX_SEED),
+        default=0,
+        help="bootstrap seed (default: 0)",
+    )
 
     ev = sub.add_parser(
         "evaluate", help="privacy metrics on a run's injected records, perplexity, NLI accuracy"
@@ -320,31 +366,41 @@ def cmd_pii_inspect(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from dfsu.ui import rich_safe, terminal_safe
+
     console = Console()
     console.print(
-        f"[bold]{args.file}[/]: {summary['records']} valid records, {summary['spans']} spans, "
-        f"{len(summary['rejected'])} rejected rows"
+        f"[bold]{rich_safe(args.file)}[/]: {summary['records']} valid records, "
+        f"{summary['spans']} spans, {len(summary['rejected'])} rejected rows"
     )
     table = Table("label", "spans", "known")
     for label, count in summary["labels"].items():
-        table.add_row(label, str(count), "no" if label in summary["unknown_labels"] else "yes")
+        known = "no" if label in summary["unknown_labels"] else "yes"
+        table.add_row(rich_safe(label), str(count), known)
     console.print(table)
     for rej in summary["rejected"][:20]:
-        console.print(f"  row {rej['line']}: {rej['reason']}", markup=False)
+        console.print(terminal_safe(f"  row {rej['line']}: {rej['reason']}"), markup=False)
     if len(summary["rejected"]) > 20:
         console.print(f"  ... and {len(summary['rejected']) - 20} more (use --json for all)")
     return 0
 
 
 def cmd_pii_generate(args: argparse.Namespace) -> int:
+    from faker.config import AVAILABLE_LOCALES
+
+    from dfsu.config import capped_repr
     from dfsu.pii import generate_records
     from dfsu.rundir import atomic_write_jsonl
+    from dfsu.ui import terminal_safe
 
-    if args.n <= 0:
-        raise DfsuError("--n: must be > 0")
-    records = generate_records(args.n, seed=args.seed, locales=args.locales.split(","))
-    atomic_write_jsonl(Path(args.out), (r.to_dict() for r in records))
-    print(f"wrote {len(records)} records to {args.out}", file=sys.stderr)
+    locales = args.locales.split(",")
+    unknown = [x for x in locales if x not in AVAILABLE_LOCALES]
+    if unknown:
+        raise DfsuError(f"--locales: unknown Faker locales {capped_repr(unknown)}")
+    out = _writable_output(args.out)
+    records = generate_records(args.n, seed=args.seed, locales=locales)
+    atomic_write_jsonl(out, (r.to_dict() for r in records))
+    print(f"wrote {len(records)} records to {terminal_safe(args.out)}", file=sys.stderr)
     return 0
 
 
@@ -358,6 +414,7 @@ def cmd_pii_train_tagger(args: argparse.Namespace) -> int:
         raise DfsuError(f"{out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not (out / "tagger.json").is_file():
         raise DfsuError(f"{out}: not empty and not a tagger directory (it would be replaced)")
+    _writable_output(out, directory=True)
     train_tagger(cfg.tagger, out)
     m = json.loads((out / "metrics.json").read_text())
     print(
@@ -370,7 +427,10 @@ def cmd_pii_train_tagger(args: argparse.Namespace) -> int:
 
 def cmd_pii_detect(args: argparse.Namespace) -> int:
     from dfsu.pii.annotators import OfflineAnnotator, cached_default_tagger, detect_file
+    from dfsu.ui import rich_safe, terminal_safe
 
+    if args.out:
+        _writable_output(args.out)
     tagger, labels = None, None
     if args.annotator != "pattern":
         from dfsu.pii.tagger import Tagger
@@ -403,7 +463,7 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
 
     console = Console()
     console.print(
-        f"[bold]{args.file}[/]: {result['rows']} rows, "
+        f"[bold]{rich_safe(args.file)}[/]: {result['rows']} rows, "
         f"{sum(result['predicted'].values())} spans ({args.annotator}), "
         f"{len(result['rejected'])} rejected rows"
     )
@@ -412,7 +472,7 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
     table = Table(*columns)
     labels = sorted(set(result["predicted"]) | set(score["labels"] if score else []))
     for label in labels:
-        cells = [label, str(result["predicted"].get(label, 0))]
+        cells = [rich_safe(label), str(result["predicted"].get(label, 0))]
         if score:
             s = score["labels"].get(label, {"gold": 0, "precision": 0, "recall": 0, "f1": 0})
             cells += [str(s["gold"]), *(f"{s[k]:.3f}" for k in ("precision", "recall", "f1"))]
@@ -428,7 +488,7 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
         )
     console.print(table)
     for rej in result["rejected"][:20]:
-        console.print(f"  row {rej['line']}: {rej['reason']}", markup=False)
+        console.print(terminal_safe(f"  row {rej['line']}: {rej['reason']}"), markup=False)
     return 0
 
 
@@ -539,11 +599,12 @@ def cmd_invert(args: argparse.Namespace) -> int:
 
         secrets = [s.value for r in read_records(run) for s in r.spans]
     from dfsu.pii.redact import redact_text
+    from dfsu.ui import terminal_safe
 
     for i, text in enumerate(args.text):
-        print(f"text:     {redact_text(text, secrets)}")
+        print(f"text:     {terminal_safe(redact_text(text, secrets))}")
         for reading in readings[i * args.n : (i + 1) * args.n]:
-            print(f"inverted: {redact_text(reading, secrets)}")
+            print(f"inverted: {terminal_safe(redact_text(reading, secrets))}")
     return 0
 
 
@@ -812,7 +873,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         write_audit_html,
     )
     from dfsu.rundir import atomic_write_json
+    from dfsu.ui import rich_safe
 
+    outputs = [_writable_output(args.html)]  # before any work
+    if args.json:
+        outputs.append(_writable_output(args.json))
     prompts = read_prompts(args.prompts or default_prompts())
     types = [t.strip() for t in args.pii_types.split(",")] if args.pii_types else None
     result = audit(
@@ -830,7 +895,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     console = Console()
     pairs = Table("prompt", *names, title="greedy continuations", show_lines=True)
     for row in result["rows"]:
-        pairs.add_row(row["prompt"], *(row[n]["text"].strip() for n in names))
+        pairs.add_row(rich_safe(row["prompt"]), *(rich_safe(row[n]["text"].strip()) for n in names))
     console.print(pairs)
     counts = Table("PII-like type", *names, title="PII-like spans in the continuations")
     for label in sorted({k for c in result["counts"].values() for k in c}):
@@ -840,14 +905,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     console.print(f"tokenizer: {vocabulary_line(result['vocabulary'])}")
     if args.leak:
         result["leak"] = _audit_leak(args, console)
-    outputs = [write_audit_html(result, args.html)]
+    write_audit_html(result, outputs[0])
     if args.json:
-        atomic_write_json(Path(args.json), result)
-        outputs.append(Path(args.json))
+        atomic_write_json(outputs[1], result)
     if args.show_pii:
         for path in outputs:
             os.chmod(path, 0o600)
-    console.print(f"written: {', '.join(str(p) for p in outputs)}")
+    console.print(f"written: {rich_safe(', '.join(str(p) for p in outputs))}")
     return 0
 
 
@@ -857,6 +921,7 @@ def _audit_leak(args: argparse.Namespace, console: Any) -> dict[str, Any]:
 
     from dfsu.audit import audit_leak
     from dfsu.evaluation.leak import shown
+    from dfsu.ui import rich_safe
 
     leak = audit_leak(
         args.model, args.adapter, args.unlearned, args.run, args.device, args.trust_remote_code
@@ -873,7 +938,7 @@ def _audit_leak(args: argparse.Namespace, console: Any) -> dict[str, Any]:
     console.print(table)
     for name in names:
         values = ", ".join(v["value"] for v in estimates[name]["values"][:8])
-        console.print(f"{name}: {values or 'no consistent value'}")
+        console.print(f"{name}: {rich_safe(values) or 'no consistent value'}")
     return dict(leak, estimates=estimates)
 
 
@@ -898,20 +963,25 @@ def cmd_score(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{args.file}: n={result['n']} k={result['k']}")
+        from dfsu.ui import terminal_safe
+
+        print(f"{terminal_safe(args.file)}: n={result['n']} k={result['k']}")
         print(metric_line(result) + "   (95% bootstrap CI)")
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from dfsu.evaluation.evaluate import evaluate_model, metric_line
+    from dfsu.ui import terminal_safe
 
     run = Path(args.run)
     cfg = _run_config(run, args.overrides)
-    result = evaluate_model(cfg, run, args.model, args.out, args.adapter, args.show_pii)
+    out = _writable_output(args.out)  # before the evaluation's minutes
+    result = evaluate_model(cfg, run, args.model, out, args.adapter, args.show_pii)
     print(metric_line(result), file=sys.stderr)
     nli = f", NLI accuracy {result['NLI_acc']:.1f}%" if "NLI_acc" in result else ""
-    print(f"perplexity {result['PPL']:.2f}{nli}; written to {args.out}", file=sys.stderr)
+    written = terminal_safe(args.out)
+    print(f"perplexity {result['PPL']:.2f}{nli}; written to {written}", file=sys.stderr)
     return 0
 
 
@@ -940,9 +1010,55 @@ COMMANDS = {
 }
 
 
+def _error(message: str) -> int:
+    """The one-line error every failure a user can cause ends in (control characters and
+    line breaks of the message escaped), and its exit status."""
+    from dfsu.ui import terminal_safe
+
+    print(f"dfsu: error: {terminal_safe(message, keep='')}", file=sys.stderr)
+    return 2
+
+
+def _os_error(exc: OSError, args: argparse.Namespace) -> str:
+    """``PATH: reason`` of an OSError (a rename names its target; a failed write names no
+    file, so the command's output is named)."""
+    path = exc.filename2 or exc.filename
+    for flag in ("out", "html", "json", "run"):
+        if path is None and isinstance(getattr(args, flag, None), str):
+            path = getattr(args, flag)
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{os.fsdecode(path)}: {reason}" if path is not None else reason
+
+
+def _writable_output(path: str | Path, directory: bool = False) -> Path:
+    """Fail before any work when ``path`` cannot be written: a file output that is a
+    directory, or a nearest existing parent that is not a writable directory (read-only,
+    /proc...). A probe file there is created and removed; nothing else is."""
+    import errno
+
+    path = Path(path)
+    if not directory and path.is_dir():
+        raise DfsuError(f"{path}: is a directory (give a file name)")
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(parent))
+    probe = parent / f".{path.name}.{os.getpid()}.probe.tmp"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as exc:  # named as the output, not as the probe
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    probe.unlink()
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except DfsuError as exc:  # an int flag out of its range (see _int_flag)
+        return _error(str(exc))
     # Overrides may come after options (`dfsu run tiny --out R a.b=1`): argparse leaves them over.
     if extra:
         if not hasattr(args, "overrides") or any(x.startswith("-") or "=" not in x for x in extra):
@@ -965,8 +1081,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handler(args)
     except DfsuError as exc:
-        print(f"dfsu: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(str(exc))
+    except OSError as exc:  # an unwritable, read-only or full output (or an unreadable input)
+        return _error(_os_error(exc, args))
     except KeyboardInterrupt:
         print("dfsu: interrupted", file=sys.stderr)
         return 130

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -18,6 +20,23 @@ from rich.progress import (
 console = Console(stderr=True)
 _quiet = False
 _active = 0  # rich draws one live display at a time: a bar inside a bar stays hidden
+
+
+# C0 controls, DEL and C1 controls: ESC starts a sequence that clears the screen or sets the
+# window title, and C1 0x9b is a one-byte CSI on some terminals.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str, keep: str = "\n\t") -> str:
+    """``text`` with every control character but those in ``keep`` written out as ``\\xNN``,
+    so that user data (a prompt, a label, a file name, a model's output) shown on a terminal
+    cannot drive it."""
+    return _CONTROL.sub(lambda m: m[0] if m[0] in keep else f"\\x{ord(m[0]):02x}", str(text))
+
+
+def rich_safe(text: str) -> str:
+    """``terminal_safe`` text that rich prints as it is (``[bold]`` is not markup)."""
+    return escape(terminal_safe(text))
 
 
 def set_quiet(quiet: bool) -> None:

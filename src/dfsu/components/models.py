@@ -1,19 +1,55 @@
-"""Model loading from local directories, the device, and the precision to compute in."""
+"""Model loading from local directories, the device, and the precision to compute in.
+
+Weights are read as safetensors only: a pickled checkpoint (``pytorch_model.bin``,
+``adapter_model.bin``) can run code when loaded, so a directory without safetensors is an
+error, not a fallback."""
 
 from __future__ import annotations
 
+import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 import transformers
+from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from dfsu.components.profiling import track
+from dfsu.config import capped_repr
 from dfsu.errors import DfsuError
 
 # dfsu draws its own progress bars; the library's per-load/save bars are noise here.
 transformers.utils.logging.disable_progress_bar()
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's message as one short line (torch lists every mismatch on its own)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _require_safetensors(path: Path, weights: str) -> None:
+    """A one-line error when ``path`` holds no ``weights`` (a glob) in safetensors format."""
+    if any(path.glob(weights)):
+        return
+    pickled = sorted(p.name for p in path.glob("*.bin"))
+    found = (
+        f" (found {', '.join(pickled[:3])}: pickled weights are never loaded)" if pickled else ""
+    )
+    raise DfsuError(f"{path}: no {weights} weights; safetensors is required{found}")
+
+
+def refuse_symlinked(path: str | Path) -> Path:
+    """``path`` unless it, or the run's ``unlearned/<name>`` it sits in, is a symlink: an
+    unlearned model is read from the run itself, never from wherever a link points."""
+    path = Path(path)
+    within = path.parent if path.parent.parent.name == "unlearned" else None
+    for link in (path, within):
+        if link is not None and link.is_symlink():
+            raise DfsuError(f"{link}: is a symlink; give the directory itself")
+    return path
 
 
 def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[Any, Any]:
@@ -21,6 +57,7 @@ def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[A
     path = Path(path)
     if not path.is_dir():
         raise DfsuError(f"{path}: not a model directory")
+    _require_safetensors(path, "*.safetensors")
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
@@ -32,14 +69,12 @@ def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[A
     except ValueError as exc:
         kind = getattr(config, "model_type", "?")
         raise DfsuError(
-            f"{path}: not a causal LM (model_type {kind!r}: {str(exc).splitlines()[0]})"
+            f"{path}: not a causal LM (model_type {capped_repr(kind)}: {_first_line(exc)})"
         ) from None
     except OSError as exc:
         raise DfsuError(f"{path}: weights not loadable ({str(exc).splitlines()[0]})") from None
-    except Exception as exc:  # safetensors raises its own error type for a damaged file
-        if type(exc).__name__ != "SafetensorError":
-            raise
-        raise DfsuError(f"{path}: weights damaged or truncated ({exc})") from None
+    except SafetensorError as exc:
+        raise DfsuError(f"{path}: weights damaged or truncated ({_first_line(exc)})") from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
@@ -47,6 +82,52 @@ def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[A
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return track(model), tokenizer
+
+
+def load_adapter(model: Any, path: str | Path) -> Any:
+    """A PEFT adapter over ``model`` from a local directory, read as safetensors only; an
+    adapter that does not fit the model (other shapes, modules it lacks, weights missing
+    for modules it names) or a damaged file is a one-line error naming ``path``."""
+    from peft import PeftConfig, PeftModel
+    from peft.utils import get_peft_model_state_dict
+    from safetensors import safe_open
+
+    path = refuse_symlinked(path)
+    config_file, weights = path / "adapter_config.json", path / "adapter_model.safetensors"
+    if not config_file.is_file():
+        raise DfsuError(f"{path}: not a PEFT adapter directory (no adapter_config.json)")
+    _require_safetensors(path, weights.name)
+    for file in (config_file, weights):
+        if file.is_symlink():
+            raise DfsuError(f"{file}: is a symlink; give the adapter's own files")
+    try:
+        if not isinstance(json.loads(config_file.read_text(encoding="utf-8")), dict):
+            raise ValueError("not a JSON object")
+        config = PeftConfig.from_pretrained(str(path))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise DfsuError(
+            f"{config_file}: not a usable adapter config ({_first_line(exc)})"
+        ) from None
+    try:
+        with safe_open(str(weights), framework="pt") as fh:
+            saved = set(fh.keys())
+        with warnings.catch_warnings():  # missing keys are an error below, not a warning
+            warnings.filterwarnings("ignore", message="Found missing adapter keys")
+            warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' renames
+            adapted = PeftModel.from_pretrained(model, str(path), config=config)
+    except SafetensorError as exc:
+        raise DfsuError(f"{weights}: damaged or truncated ({_first_line(exc)})") from None
+    except (RuntimeError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise DfsuError(f"{path}: adapter does not fit the model ({_first_line(exc)})") from None
+    # PEFT only warns about weights that match no module: every saved weight must be used
+    expected = set(get_peft_model_state_dict(adapted))
+    if expected != saved:
+        missing, unused = len(expected - saved), len(saved - expected)
+        raise DfsuError(
+            f"{path}: adapter does not fit the model (the file lacks {missing} weights of the "
+            f"modules it adapts and holds {unused} for modules the model does not have)"
+        )
+    return adapted
 
 
 def pick_device(name: str) -> torch.device:

@@ -65,15 +65,13 @@ def score_samples(samples: list[Sample], seed: int = 0) -> dict[str, Any]:
 
 
 def _load_for_eval(model_path: str | Path, adapter: str | Path | None, device: Any):
-    from dfsu.components.models import load_causal_lm
+    from dfsu.components.models import load_adapter, load_causal_lm, refuse_symlinked
 
+    if adapter:
+        refuse_symlinked(adapter)
     model, tokenizer = load_causal_lm(model_path)
     if adapter:
-        from peft import PeftModel
-
-        if not (Path(adapter) / "adapter_config.json").is_file():
-            raise DfsuError(f"{adapter}: not a PEFT adapter directory (no adapter_config.json)")
-        model = PeftModel.from_pretrained(model, str(adapter))
+        model = load_adapter(model, adapter)
     return model.to(device), tokenizer
 
 
@@ -88,12 +86,18 @@ def evaluate_model(
     """Privacy metrics on the run's injected records, perplexity and NLI accuracy -> out.
 
     Also writes the generations beside ``out`` (``<out stem>.generations.jsonl``, mode 0600:
-    it holds true suffixes) in the `dfsu score` format, so the evaluation can be re-scored.
+    it holds true suffixes) in the `dfsu score` format, so the evaluation can be re-scored;
+    when ``out`` cannot be written, that file is removed again.
     """
     from dfsu.components.models import pick_device
 
     started = time.time()
     run, out = Path(run), Path(out)
+    if out.is_dir():  # before any work (and before out.with_name, which "." would fail)
+        raise DfsuError(f"{out}: is a directory (give a file name for the result)")
+    gen_path = out.with_name(out.stem + ".generations.jsonl")
+    if gen_path.is_dir():
+        raise DfsuError(f"{gen_path}: is a directory (the generations are written there)")
     ec = cfg.evaluation
     device = pick_device(cfg.target.device)
     model, tokenizer = _load_for_eval(model_path, adapter, device)
@@ -152,7 +156,6 @@ def evaluate_model(
     result["samples"] = shown
     result["pii_shown"] = show_pii
 
-    gen_path = out.with_name(out.stem + ".generations.jsonl")
     atomic_write_jsonl(
         gen_path,
         (
@@ -165,8 +168,12 @@ def evaluate_model(
             for s in samples
         ),
     )
-    os.chmod(gen_path, 0o600)
-    atomic_write_json(out, result)
+    try:
+        os.chmod(gen_path, 0o600)
+        atomic_write_json(out, result)
+    except BaseException:  # no true suffixes left behind without their result
+        gen_path.unlink(missing_ok=True)
+        raise
     return result
 
 
