@@ -152,12 +152,13 @@ def test_annotate_stage_with_the_llm(server, trained_micro_run, tmp_path):
     cfg, original = trained_micro_run
     run = tmp_path / "run"
     shutil.copytree(original, run)
-    (run / "pseudo").mkdir()
+    pseudo = run / "pseudo" / "inversion"
+    pseudo.mkdir(parents=True)
     rows = [{"text": t, "candidate_id": f"c{i}", "source": "self"} for i, t in enumerate(KNOWN)]
     rows.append(
         {"text": "Nothing to see from 10.9.8.7 here.", "candidate_id": "c9", "source": "self"}
     )
-    (run / "pseudo" / "texts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (pseudo / "texts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = load_config(
         str(run / "config.yaml"),
         [
@@ -180,7 +181,7 @@ def test_annotate_stage_with_the_llm(server, trained_micro_run, tmp_path):
     else:
         assert got[2]["annotator"] == "hybrid-fallback" and got[2]["fallback_reason"]
         assert "10.9.8.7" in [s["value"] for s in got[2]["spans"]]
-    report = json.loads((run / "pseudo" / "annotator_eval.json").read_text())
+    report = json.loads((pseudo / "annotator_eval.json").read_text())
     counts = report["llm_counts"]
     assert counts["llm"] == sum(r["annotator"] == "llm" for r in got)
     assert counts["fallback"] == sum(r["annotator"] == "hybrid-fallback" for r in got)
@@ -193,8 +194,9 @@ def test_annotate_cli_passes_the_server_flags(trained_micro_run, tmp_path, capsy
     _, original = trained_micro_run
     run = tmp_path / "run"
     shutil.copytree(original, run)
-    (run / "pseudo").mkdir()
-    (run / "pseudo" / "texts.jsonl").write_text(json.dumps({"text": "from 10.0.0.1"}) + "\n")
+    (run / "pseudo" / "inversion").mkdir(parents=True)
+    texts = run / "pseudo" / "inversion" / "texts.jsonl"
+    texts.write_text(json.dumps({"text": "from 10.0.0.1"}) + "\n")
     dead = f"http://127.0.0.1:{_free_port()}/v1"
     assert (
         main(
@@ -216,6 +218,6 @@ def test_annotate_cli_passes_the_server_flags(trained_micro_run, tmp_path, capsy
         )
         == 0
     )
-    row = json.loads((run / "pseudo" / "pseudo.jsonl").read_text())
+    row = json.loads((run / "pseudo" / "inversion" / "pseudo.jsonl").read_text())
     assert row["annotator"] == "hybrid-fallback" and dead in row["fallback_reason"]
     assert "fell back 1" in capsys.readouterr().err

@@ -83,7 +83,8 @@ def test_synthesis_works_without_the_private_records(trained_micro_run, tmp_path
     assert "private_entities" not in stats and stats["candidates"] > 0
     candidates = (out / "candidates.jsonl").read_text()
     assert not [r.text for r in private if r.text in candidates]
-    pseudo = annotate(cfg, run)
+    assert out == run / "pseudo" / source
+    pseudo = annotate(cfg, run, None, out)
     rows = [json.loads(x) for x in pseudo.read_text().splitlines()]
     assert rows and {"text", "spans", "annotator", "candidate_id", "token_mask"} <= rows[0].keys()
     for row in rows:
@@ -93,7 +94,7 @@ def test_synthesis_works_without_the_private_records(trained_micro_run, tmp_path
         assert all(r["annotator"] == "known" for r in rows)
     if source == "free":  # unprompted samples: no candidate behind them, at most free_samples
         assert 0 < len(rows) <= 20 and all(r["candidate_id"] is None for r in rows)
-    report = json.loads((run / "pseudo" / "annotator_eval.json").read_text())
+    report = json.loads((out / "annotator_eval.json").read_text())
     assert report["annotator"] == "hybrid" and (run / "tagger" / "model.crfsuite").is_file()
     for scores in (report["scores"], report["pattern_baseline"]):
         assert set(scores) == {"heldout_shapes", "candidates", "invented_names"}
@@ -124,8 +125,9 @@ def test_synthesize_cli_reports_the_private_share_in_simulation(
         )
         == 0
     )
-    stats = json.loads((run / "pseudo" / "stats.json").read_text())
+    stats = json.loads((run / "pseudo" / "self" / "stats.json").read_text())
     assert 0 <= stats["private_entity_share"] <= 100
     assert set(stats["candidate_labels"]) & {"IPV4", "EMAIL"}
-    assert main(["--quiet", "annotate", "--run", str(run), "--annotator", "llm"]) == 2
+    args = ["--quiet", "annotate", "--run", str(run), "--source", "self", "--annotator", "llm"]
+    assert main(args) == 2
     assert "set synthesis.llm_base_url" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dfsu import __version__
+from dfsu.config import SOURCES
 from dfsu.errors import DfsuError
 from dfsu.pipeline import KNOWN_ROWS
 from dfsu.unlearning.methods import METHODS
@@ -154,7 +155,7 @@ def _add_method_parsers(sub: Any) -> None:
         "--source",
         choices=["inversion", "self", "free", "candidates"],
         default=None,
-        help="default: synthesis.source of the config",
+        help="writes RUN/pseudo/<source>/; default: synthesis.source of the run's config",
     )
     syn.add_argument("--pii-types", default=None, help="e.g. IPV4,USERAGENT: shapes to use")
     syn.add_argument("--templates", default=None, help="file of shapes with {LABEL} slots")
@@ -162,8 +163,10 @@ def _add_method_parsers(sub: Any) -> None:
         "overrides", nargs="*", metavar="key.sub=value", help="e.g. synthesis.swaps_per_template=4"
     )
 
-    ann = sub.add_parser("annotate", help="PII spans and token masks -> RUN/pseudo/pseudo.jsonl")
-    ann.add_argument("--run", required=True, help="run directory with RUN/pseudo/texts.jsonl")
+    ann = sub.add_parser(
+        "annotate", help="PII spans and token masks -> RUN/pseudo/<source>/pseudo.jsonl"
+    )
+    ann.add_argument("--run", required=True, help="run directory with synthesized texts")
     ann.add_argument(
         "--annotator",
         choices=["hybrid", "tagger", "pattern", "llm"],
@@ -174,7 +177,7 @@ def _add_method_parsers(sub: Any) -> None:
         "--source",
         choices=["inversion", "self", "free", "candidates"],
         default=None,
-        help="annotate RUN/pseudo/<source>/ (a `dfsu run` directory); default: RUN/pseudo/",
+        help="annotate RUN/pseudo/<source>/; default: synthesis.source of the run's config",
     )
     ann.add_argument(
         "--keep",
@@ -200,6 +203,13 @@ def _add_method_parsers(sub: Any) -> None:
         choices=["pseudo", "oracle", "loop"],
         help="pseudo-PII (data-free), the true records (oracle upper bound), or loop: "
         "rounds on what the leak estimate extracts from the model (dfsu-loop)",
+    )
+    un.add_argument(
+        "--source",
+        choices=list(SOURCES),
+        default=None,
+        help="pseudo data of RUN/pseudo/<source>/ (with --data pseudo); default: "
+        "synthesis.source of the run's config",
     )
     un.add_argument("--name", default=None, help="output name (default: METHOD-DATA)")
     un.add_argument("overrides", nargs="*", metavar="key.sub=value", help="e.g. unlearning.lr=5e-4")
@@ -495,11 +505,14 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
 def cmd_build_corpus(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.corpus import build_corpus
+    from dfsu.pipeline import run_stage
     from dfsu.rundir import create_run_dir, save_config
 
     cfg = load_config(args.config, args.overrides)
-    data = build_corpus(cfg, args.out)
-    save_config(create_run_dir(args.out), cfg)
+    run = create_run_dir(args.out)
+    save_config(run, cfg)
+    data = run / "data"
+    run_stage(cfg, run, "corpus", [data / "train.jsonl"], lambda c: build_corpus(c, run))
     stats = json.loads((data / "stats.json").read_text())
     print(
         f"{data}: {stats['records']} records in {len(stats['groups'])} groups, "
@@ -511,25 +524,30 @@ def cmd_build_corpus(args: argparse.Namespace) -> int:
 
 def _ensure_corpus(cfg, run: Path) -> None:
     from dfsu.corpus import build_corpus
-    from dfsu.rundir import save_config
+    from dfsu.pipeline import run_stage
+    from dfsu.rundir import create_run_dir, save_config
     from dfsu.ui import info
 
     if not (run / "data" / "train.jsonl").is_file():
         info(f"{run}/data missing: building the corpus first")
-        build_corpus(cfg, run)
-        save_config(run, cfg)
+        save_config(create_run_dir(run), cfg)
+        run_stage(
+            cfg, run, "corpus", [run / "data" / "train.jsonl"], lambda c: build_corpus(c, run)
+        )
 
 
 def cmd_train_target(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
+    from dfsu.pipeline import run_stage
     from dfsu.rundir import save_config
     from dfsu.target import train_target
 
     cfg = load_config(args.config, args.overrides)
     run = Path(args.out)
     _ensure_corpus(cfg, run)
-    out = train_target(cfg, run)
     save_config(run, cfg)
+    out = run / "target"
+    run_stage(cfg, run, "target", [out / "model.safetensors"], lambda c: train_target(c, run))
     _print_target_summary(out)
     return 0
 
@@ -537,11 +555,16 @@ def cmd_train_target(args: argparse.Namespace) -> int:
 def cmd_train_inverter(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.inversion.train import train_inverter
+    from dfsu.pipeline import run_stage
     from dfsu.rundir import save_config
 
     cfg = load_config(args.config, args.overrides)
-    out = train_inverter(cfg, Path(args.out))
-    save_config(Path(args.out), cfg)
+    run = Path(args.out)
+    if not (run / "target" / "model.safetensors").is_file():
+        raise DfsuError(f"{run}/target: no trained target (run `dfsu train-target` first)")
+    save_config(run, cfg)
+    out = run / "inverter"
+    run_stage(cfg, run, "inverter", [out / "model.safetensors"], lambda c: train_inverter(c, run))
     _print_inverter_summary(out)
     return 0
 
@@ -617,6 +640,8 @@ def _run_config(run: Path, overrides: list[str]):
 
 
 def cmd_synthesize(args: argparse.Namespace) -> int:
+    from dfsu.pipeline import run_stage
+    from dfsu.rundir import pseudo_dir
     from dfsu.synthesis import synthesize
 
     extra = list(args.overrides)
@@ -625,7 +650,16 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     if args.templates:
         extra.append(f"synthesis.templates={args.templates}")
     run = Path(args.run)
-    out = synthesize(_run_config(run, extra), run, args.source)
+    cfg = _run_config(run, extra)
+    source = args.source or cfg.synthesis.source
+    out = pseudo_dir(run, source)
+    run_stage(
+        cfg,
+        run,
+        f"synthesize:{source}",
+        [out / "texts.jsonl"],
+        lambda c: synthesize(c, run, source, out),
+    )
     stats = json.loads((out / "stats.json").read_text())
     found = (
         f"; private entities found in them: {stats['private_entities_found']}/"
@@ -642,23 +676,34 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
+    from dfsu.pipeline import run_stage
+    from dfsu.rundir import pseudo_dir
     from dfsu.synthesis import annotate
 
     run = Path(args.run)
     extra = list(args.overrides)
+    if args.annotator:
+        extra.append(f"synthesis.annotator={args.annotator}")
     if args.llm_base_url:
         extra.append(f"synthesis.llm_base_url={args.llm_base_url}")
     if args.llm_model:
         extra.append(f"synthesis.llm_model={args.llm_model}")
     if args.keep:
         extra.append(f"synthesis.keep={args.keep}")
-    pseudo = None
-    if args.source:
-        pseudo = run / "pseudo" / args.source
-        if not (pseudo / "texts.jsonl").is_file():
-            raise DfsuError(f"{pseudo}: no texts.jsonl (synthesize that source first)")
-    out = annotate(_run_config(run, extra), run, args.annotator, pseudo)
-    report = json.loads((out.parent / "annotator_eval.json").read_text())
+    cfg = _run_config(run, extra)
+    source = args.source or cfg.synthesis.source
+    pseudo = pseudo_dir(run, source)
+    if not (pseudo / "texts.jsonl").is_file():
+        raise DfsuError(f"{pseudo}: no texts.jsonl (synthesize that source first)")
+    run_stage(
+        cfg,
+        run,
+        f"annotate:{source}",
+        [pseudo / "pseudo.jsonl"],
+        lambda c: annotate(c, run, None, pseudo),
+    )
+    out = pseudo / "pseudo.jsonl"
+    report = json.loads((pseudo / "annotator_eval.json").read_text())
     llm = report.get("llm_counts")
     llm_line = (
         f"; llm answered {llm['llm']}, fell back {llm['fallback']}, "
@@ -681,14 +726,35 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_unlearn(args: argparse.Namespace) -> int:
+    from dfsu.pipeline import run_stage
+    from dfsu.rundir import pseudo_dir, read_jsonl, safe_name
+    from dfsu.ui import say
     from dfsu.unlearning.trainer import unlearn
 
     run = Path(args.run)
     cfg = _run_config(run, args.overrides)
-    # `dfsu run` keeps pseudo-PII per source (RUN/pseudo/<source>), `dfsu annotate` in RUN/pseudo.
-    pseudo = run / "pseudo" / cfg.synthesis.source
-    pseudo = pseudo if (pseudo / "pseudo.jsonl").is_file() else None
-    out = unlearn(cfg, run, args.method, args.data, args.name, pseudo)
+    name = safe_name(args.name or f"{args.method}-{args.data}")
+    source = args.source or cfg.synthesis.source
+    pseudo = pseudo_dir(run, source)
+    if args.data == "pseudo":
+        path = pseudo / "pseudo.jsonl"
+        if not path.is_file():
+            raise DfsuError(f"{path}: missing (run `dfsu synthesize` and `dfsu annotate` first)")
+        rows = read_jsonl(path)
+        marked = sum(1 for r in rows if r.get("spans"))
+        said = f"{path} (source {source}): {len(rows)} texts, {marked} with PII spans"
+    else:
+        said = "the true records in RUN/data (oracle)" if args.data == "oracle" else "loop"
+    say(f"unlearning data: {said}")
+    out = run / "unlearned" / name
+    run_stage(
+        cfg,
+        run,
+        f"unlearn:{name}",
+        [out / "merged" / "model.safetensors"],
+        lambda c: unlearn(c, run, args.method, args.data, name, pseudo),
+        recipe=(args.method, args.data, source),
+    )
     summary = json.loads((out / "summary.json").read_text())
     kept = summary["kept_check"]
     print(
@@ -809,7 +875,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, [*args.overrides, *keep])
     rows = [r.strip() for r in args.rows.split(",")] if args.rows else None
     out = Path(args.out)
-    if out.is_dir() and any(out.iterdir()) and not (out / "config.yaml").is_file():
+    is_run = (out / "config.yaml").is_file() or (out / "manifest.json").is_file()
+    if out.is_dir() and any(out.iterdir()) and not is_run:
         raise DfsuError(f"--out: {out} is a directory but not a run (no config.yaml): name another")
     payload = run_pipeline(cfg, out, rows, args.force, args.show_pii, args.drop_rows)
     _print_results(out, payload)

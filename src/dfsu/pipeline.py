@@ -26,6 +26,7 @@ from dfsu.rundir import (
     atomic_write_json,
     create_run_dir,
     owner_only,
+    pseudo_dir,
     read_manifest,
     save_config,
 )
@@ -167,13 +168,15 @@ class Profile:
 class Stages:
     """Runs stage functions through the manifest: skip when current, record when done."""
 
-    def __init__(self, cfg: RunConfig, run: Path, force: set[str]):
+    def __init__(self, cfg: RunConfig, run: Path, force: set[str], keep_profile: bool = False):
         self.cfg = cfg
         self.run = run
         self.force = force
         self.path = run / "manifest.json"
         self.timings: dict[str, float] = {}
         self.profile = Profile(run / "profile.json", _key(config_to_dict(cfg)))
+        if keep_profile:  # one stage run by hand: the other stages' entries stay
+            self.profile.stages.update(self.profile.previous)
 
     def __call__(
         self,
@@ -245,20 +248,26 @@ def run_pipeline(
     save_config(run, cfg)
     stage = Stages(cfg, run, set(force or []))
 
-    # Stage 0: data and the target that memorizes it.
-    k_corpus = stage("corpus", [], [run / "data" / "train.jsonl"], lambda c: build_corpus(c, run))
-    k_target = stage(
-        "target", [k_corpus], [run / "target" / "model.safetensors"], lambda c: train_target(c, run)
+    # Stage 0: data and the target that memorizes it. ``keys``: stage name -> key.
+    keys: dict[str, Any] = {}
+    keys["corpus"] = stage(
+        "corpus", [], [run / "data" / "train.jsonl"], lambda c: build_corpus(c, run)
+    )
+    keys["target"] = stage(
+        "target",
+        stage_upstream(cfg, "target", keys),
+        [run / "target" / "model.safetensors"],
+        lambda c: train_target(c, run),
     )
     # Stages 1-3: pseudo-PII per source, one adapter per row; then every model's evaluation.
-    k_tagger = _tagger_stage(cfg, run, stage, rows)
-    pseudo_keys, k_inverter, sources = _pseudo_stages(cfg, run, stage, rows, k_target, k_tagger)
-    model_keys, model_dirs = _unlearn_stages(cfg, run, stage, rows, k_target, pseudo_keys, k_tagger)
-    results = _evaluate_rows(run, stage, rows, model_keys, model_dirs, show_pii, k_tagger)
+    keys["tagger"] = _tagger_stage(cfg, run, stage, _needs_pseudo(rows))
+    sources = _pseudo_stages(cfg, run, stage, rows, keys)
+    model_dirs = _unlearn_stages(cfg, run, stage, rows, keys)
+    results = _evaluate_rows(cfg, run, stage, rows, keys, model_dirs, show_pii)
 
     payload = {
         "rows": results,
-        "inverter": _inverter_summary(run) if k_inverter else None,
+        "inverter": _inverter_summary(run) if "inverter" in keys else None,
         "pseudo": _pseudo_stats(run, sources),
         "best_data_free": best_data_free(results),
         "tokenizer": tokenizer_exposure(run),
@@ -304,94 +313,154 @@ def earlier_rows(run: Path, rows: list[str]) -> list[str]:
     return [r for r in earlier if r not in rows]
 
 
+def row_recipe(cfg: RunConfig, row: str) -> tuple[str, str, str]:
+    """(method, data, pseudo source) of an unlearned row."""
+    if row in SOURCE_ROWS:
+        return "pscu", "pseudo", row.split("-", 1)[1]
+    method, data = UNLEARNED[row]
+    return method, data, cfg.synthesis.source
+
+
+def stage_upstream(
+    cfg: RunConfig,
+    name: str,
+    keys: dict[str, str],
+    recipe: tuple[str, str, str] | None = None,
+) -> list[Any]:
+    """What a stage's key is built from besides its config sections: the keys of the stages
+    it reads (``keys``: stage name -> key) and its own arguments (``recipe``: an unlearning's
+    method, data and source; by default the row's). One definition, used by the pipeline and
+    by the stage commands run by hand, so both record the same key."""
+    from dfsu.rundir import file_hash
+
+    kind, _, arg = name.partition(":")
+    if kind == "corpus":
+        return []
+    if kind == "tagger":
+        from dfsu import __version__
+        from dfsu.pii.tagger import FORMAT
+
+        extra = cfg.tagger.extra_records or []
+        return [FORMAT, __version__, [file_hash(Path(p)) for p in extra if Path(p).is_file()]]
+    if kind in ("target", "inverter"):
+        return [keys.get("corpus" if kind == "target" else "target")]
+    if kind == "synthesize":
+        return [keys.get("inverter" if arg == "inversion" else "target"), arg]
+    if kind == "annotate":
+        keep = cfg.synthesis.keep
+        keep_hash = file_hash(Path(keep)) if keep and Path(keep).is_file() else None
+        return [keys.get(f"synthesize:{arg}"), keys.get("tagger", ""), keep_hash]
+    if kind == "unlearn":
+        method, data, source = recipe or row_recipe(cfg, arg)
+        upstream = keys.get(f"annotate:{source}") if data == "pseudo" else keys.get("target")
+        return [upstream, keys.get("target"), method, data, keys.get("tagger", "")]
+    if kind == "evaluate":
+        model = keys.get("target") if arg == "original" else keys.get(f"unlearn:{arg}")
+        return [model, EVAL_FORMAT, keys.get("tagger", "")]
+    raise DfsuError(f"stage {name}: unknown")
+
+
+def recorded_keys(run: Path) -> dict[str, str]:
+    """The keys of the finished stages in RUN/manifest.json."""
+    stages = read_manifest(run / "manifest.json").get("stages", {})
+    return {n: e["key"] for n, e in stages.items() if e.get("status") == "done" and "key" in e}
+
+
+def run_stage(
+    cfg: RunConfig,
+    run: Path,
+    name: str,
+    outputs: list[Path],
+    fn: Callable[[Any], Any],
+    recipe: tuple[str, str, str] | None = None,
+) -> None:
+    """A stage command run by hand (build-corpus, train-target, synthesize, annotate,
+    unlearn...): always computed, and recorded in the manifest under the key the pipeline
+    would give it from the run's recorded upstream stages. A later `dfsu run` with the same
+    config reuses it; one whose config or upstream differs recomputes it (and what follows)."""
+    keys = recorded_keys(run)
+    if name.startswith(("annotate:", "unlearn:")) and "tagger" not in keys:
+        # the tagger as `dfsu run` makes it: a stage of its own, recorded, never a side effect
+        keys["tagger"] = _tagger_stage(cfg, run, Stages(cfg, run, set(), keep_profile=True), True)
+    stage = Stages(cfg, run, {name}, keep_profile=True)
+    stage(name, stage_upstream(cfg, name, keys, recipe), outputs, fn)
+
+
 def _needs_pseudo(rows: list[str]) -> bool:
     return any(r in SOURCE_ROWS or UNLEARNED.get(r, ("", ""))[1] == "pseudo" for r in rows)
 
 
 def _pseudo_stages(
-    cfg: RunConfig, run: Path, stage: Stages, rows: list[str], k_target: str, k_tagger: str
-) -> tuple[dict[str, str], str, set[str]]:
-    """The inverter (when a row needs inversion), the tagger, and pseudo-PII per source."""
+    cfg: RunConfig, run: Path, stage: Stages, rows: list[str], keys: dict[str, Any]
+) -> set[str]:
+    """The inverter (when a row needs inversion) and pseudo-PII per source, each in
+    RUN/pseudo/<source>/; their keys join ``keys``. Returns the sources."""
     from dfsu.inversion.train import train_inverter
-    from dfsu.rundir import file_hash
     from dfsu.synthesis import annotate, synthesize
 
     sources = {cfg.synthesis.source} | {r.split("-", 1)[1] for r in rows if r in SOURCE_ROWS}
     if not _needs_pseudo(rows):
-        return {}, "", sources
-    k_inverter = ""
+        return sources
     if "inversion" in sources:
-        k_inverter = stage(
+        keys["inverter"] = stage(
             "inverter",
-            [k_target],
+            stage_upstream(cfg, "inverter", keys),
             [run / "inverter" / "model.safetensors"],
             lambda c: train_inverter(c, run),
         )
-    pseudo_keys = {}
     for source in sorted(sources):
-        out = run / "pseudo" / source
-        upstream = k_inverter if source == "inversion" else k_target
-        k_syn = stage(
-            f"synthesize:{source}",
-            [upstream, source],
+        out = pseudo_dir(run, source)
+        name = f"synthesize:{source}"
+        keys[name] = stage(
+            name,
+            stage_upstream(cfg, name, keys),
             [out / "texts.jsonl"],
             lambda c, s=source, o=out: synthesize(c, run, s, o),
         )
-        keep = cfg.synthesis.keep
-        pseudo_keys[source] = stage(
-            f"annotate:{source}",
-            [k_syn, k_tagger, file_hash(Path(keep)) if keep and Path(keep).is_file() else None],
+        name = f"annotate:{source}"
+        keys[name] = stage(
+            name,
+            stage_upstream(cfg, name, keys),
             [out / "pseudo.jsonl"],
             lambda c, o=out: annotate(c, run, None, o),
         )
-    return pseudo_keys, k_inverter, sources
+    return sources
 
 
 def _unlearn_stages(
+    cfg: RunConfig, run: Path, stage: Stages, rows: list[str], keys: dict[str, Any]
+) -> dict[str, Path | None]:
+    """One adapter per unlearned row (keys join ``keys``); ``dfsu-<configured source>``
+    shares the dfsu row's. Returns each row's model directory (None: the dfsu row's)."""
+    from dfsu.unlearning.trainer import unlearn
+
+    model_dirs: dict[str, Path | None] = {"original": run / "target"}
+    for row in rows:
+        if row == "original":
+            continue
+        method, data, source = row_recipe(cfg, row)
+        if row in SOURCE_ROWS and source == cfg.synthesis.source and "dfsu" in rows:
+            model_dirs[row] = None  # same as the "dfsu" row
+            continue
+        name, pseudo = f"unlearn:{row}", pseudo_dir(run, source)
+        keys[name] = stage(
+            name,
+            stage_upstream(cfg, name, keys),
+            [run / "unlearned" / row / "merged" / "model.safetensors"],
+            lambda c, r=row, m=method, d=data, p=pseudo: unlearn(c, run, m, d, r, p),
+        )
+        model_dirs[row] = run / "unlearned" / row / "merged"
+    return model_dirs
+
+
+def _evaluate_rows(
     cfg: RunConfig,
     run: Path,
     stage: Stages,
     rows: list[str],
-    k_target: str,
-    pseudo_keys: dict[str, str],
-    k_tagger: str,
-) -> tuple[dict[str, str | None], dict[str, Path | None]]:
-    """One adapter per unlearned row; ``dfsu-<configured source>`` shares the dfsu row's."""
-    from dfsu.unlearning.trainer import unlearn
-
-    model_keys: dict[str, str | None] = {"original": k_target}
-    model_dirs: dict[str, Path | None] = {"original": run / "target"}
-    default = cfg.synthesis.source
-    for row in rows:
-        if row == "original":
-            continue
-        if row in SOURCE_ROWS:
-            method, data, source = "pscu", "pseudo", row.split("-", 1)[1]
-        else:
-            (method, data), source = UNLEARNED[row], default
-        if row in SOURCE_ROWS and source == default and "dfsu" in rows:
-            model_keys[row], model_dirs[row] = None, None  # same as the "dfsu" row
-            continue
-        upstream = pseudo_keys[source] if data == "pseudo" else k_target
-        pseudo_dir = run / "pseudo" / source
-        model_keys[row] = stage(
-            f"unlearn:{row}",
-            [upstream, k_target, method, data, k_tagger],
-            [run / "unlearned" / row / "merged" / "model.safetensors"],
-            lambda c, r=row, m=method, d=data, p=pseudo_dir: unlearn(c, run, m, d, r, p),
-        )
-        model_dirs[row] = run / "unlearned" / row / "merged"
-    return model_keys, model_dirs
-
-
-def _evaluate_rows(
-    run: Path,
-    stage: Stages,
-    rows: list[str],
-    model_keys: dict[str, str | None],
+    keys: dict[str, Any],
     model_dirs: dict[str, Path | None],
     show_pii: bool,
-    k_tagger: str,
 ) -> list[dict[str, Any]]:
     """Every model's evaluation, as results rows in the order asked for."""
     from dfsu.evaluation.evaluate import evaluate_model
@@ -403,7 +472,7 @@ def _evaluate_rows(
         out = run / "eval" / f"{row}.json"
         stage(
             f"evaluate:{row}",
-            [model_keys[row], EVAL_FORMAT, k_tagger],
+            stage_upstream(cfg, f"evaluate:{row}", keys),
             [out],
             lambda c, r=row, o=out: evaluate_model(c, run, model_dirs[r], o, show_pii=show_pii),
         )
@@ -433,28 +502,33 @@ def _inverter_summary(run: Path) -> dict[str, Any] | None:
     return {k: m[k] for k in keys}
 
 
-def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages, rows: list[str]) -> str:
-    """The tagger the annotators use (pseudo-PII annotation, the leak estimate):
-    ``tagger.path`` as given, or trained into RUN/tagger; "" when no annotator needs one."""
-    from dfsu import __version__
-    from dfsu.pii.tagger import FORMAT, train_tagger
-    from dfsu.rundir import file_hash
+def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages, pseudo: bool) -> str:
+    """The tagger the annotators use (pseudo-PII annotation when ``pseudo``, the leak
+    estimate): ``tagger.path`` as given, or trained into RUN/tagger; "" when no annotator
+    needs one."""
+    from dfsu.pii.tagger import train_tagger
 
-    annotate = _needs_pseudo(rows) and cfg.synthesis.annotator != "pattern"
+    annotate = pseudo and cfg.synthesis.annotator != "pattern"
     if not annotate and not (cfg.leak.enabled and cfg.leak.annotator != "pattern"):
         return ""
     if cfg.tagger.path:
-        weights = Path(cfg.tagger.path) / "model.crfsuite"
-        if not weights.is_file():
-            raise DfsuError(f"tagger.path: {cfg.tagger.path} holds no trained tagger")
-        return _key(str(weights), file_hash(weights))
-    extra = [file_hash(Path(p)) for p in cfg.tagger.extra_records or [] if Path(p).is_file()]
+        return _given_tagger_key(cfg)
     return stage(
         "tagger",
-        [FORMAT, __version__, extra],
+        stage_upstream(cfg, "tagger", {}),
         [run / "tagger" / "model.crfsuite"],
         lambda c: train_tagger(c.tagger, run / "tagger"),
     )
+
+
+def _given_tagger_key(cfg: RunConfig) -> str:
+    """The key of a tagger given by ``tagger.path`` (its weights' path and hash)."""
+    from dfsu.rundir import file_hash
+
+    weights = Path(cfg.tagger.path) / "model.crfsuite"
+    if not weights.is_file():
+        raise DfsuError(f"tagger.path: {cfg.tagger.path} holds no trained tagger")
+    return _key(str(weights), file_hash(weights))
 
 
 def tokenizer_exposure(run: Path) -> dict[str, Any]:

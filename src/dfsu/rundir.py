@@ -91,6 +91,12 @@ def remove_stale_temps(run: Path, depth: int = 3) -> list[Path]:
     return removed
 
 
+def pseudo_dir(run: Path, source: str) -> Path:
+    """RUN/pseudo/<source>/: one layout for every source, used by `dfsu run` and by every
+    stage command (texts.jsonl, candidates.jsonl, stats.json, pseudo.jsonl...)."""
+    return Path(run) / "pseudo" / safe_name(source, "source")
+
+
 def owner_only(root: Path) -> None:
     """Make every directory (0700) and file (0600) under ``root`` owner-only: a run holds PII,
     and libraries (tokenizers, PEFT) write their files with the process umask."""

@@ -1,4 +1,4 @@
-"""Stage 2: pseudo-PII synthesis and annotation -> RUN/pseudo/.
+"""Stage 2: pseudo-PII synthesis and annotation -> RUN/pseudo/<source>/.
 
 ``synthesize(cfg, run)``: record shapes with every entity swapped for a public value
 (candidates), then, by ``synthesis.source``:
@@ -33,9 +33,7 @@ from dfsu.pii.annotators import OfflineAnnotator, drop_kept, read_keep_file
 from dfsu.pii.generator import PLACEHOLDER, fill_from_pool, load_templates
 from dfsu.pii.reader import parse_row
 from dfsu.pii.scoring import score_spans
-from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl
-
-PSEUDO = "pseudo"
+from dfsu.rundir import atomic_write_json, atomic_write_jsonl, pseudo_dir, read_jsonl
 
 
 def make_candidates(run: Path, cfg: RunConfig) -> list[PiiRecord]:
@@ -59,7 +57,8 @@ def _dedupe(texts: list[str]) -> list[str]:
 def synthesize(
     cfg: RunConfig, run: str | Path, source: str | None = None, out: Path | None = None
 ) -> Path:
-    """Stage: candidates -> pseudo texts by the chosen source -> RUN/pseudo/ (or ``out``)."""
+    """Stage: candidates -> pseudo texts by the chosen source -> RUN/pseudo/<source>/ (or
+    ``out``)."""
     run = Path(run)
     sc = cfg.synthesis
     source = source or sc.source
@@ -128,7 +127,7 @@ def synthesize(
         for cand, texts in zip(candidates, per, strict=True):
             rows += [{"text": t, "candidate_id": cand.id, "source": source} for t in _dedupe(texts)]
 
-    out = out or run / PSEUDO
+    out = out or pseudo_dir(run, source)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_jsonl(out / "candidates.jsonl", (c.to_dict() for c in candidates))
     atomic_write_jsonl(out / "texts.jsonl", rows)
@@ -212,10 +211,12 @@ def offline_annotator(cfg: RunConfig, run: Path, name: str) -> OfflineAnnotator:
 def annotate(
     cfg: RunConfig, run: str | Path, annotator: str | None = None, pseudo: Path | None = None
 ) -> Path:
-    """Stage: PII spans for every pseudo text + target token masks -> RUN/pseudo/pseudo.jsonl
-    (or ``pseudo``/pseudo.jsonl)."""
+    """Stage: PII spans for every pseudo text + target token masks ->
+    RUN/pseudo/<synthesis.source>/pseudo.jsonl (or ``pseudo``/pseudo.jsonl)."""
     run = Path(run)
-    pseudo = pseudo or run / PSEUDO
+    pseudo = pseudo or pseudo_dir(run, cfg.synthesis.source)
+    if not (pseudo / "texts.jsonl").is_file():
+        raise DfsuError(f"{pseudo}: no texts.jsonl (synthesize that source first)")
     annotator = annotator or cfg.synthesis.annotator
     if annotator not in ANNOTATORS:
         raise DfsuError(f"--annotator {annotator}: must be one of {', '.join(ANNOTATORS)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -42,6 +43,12 @@ def rich_safe(text: str) -> str:
 def set_quiet(quiet: bool) -> None:
     global _quiet
     _quiet = quiet
+
+
+def say(message: str) -> None:
+    """A plain line on stderr (never wrapped: paths stay whole), silenced by `--quiet`."""
+    if not _quiet:
+        print(terminal_safe(message), file=sys.stderr)
 
 
 def info(message: str) -> None:

@@ -46,6 +46,7 @@ from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,
     create_run_dir,
+    pseudo_dir,
     read_jsonl,
     safe_name,
     staged_dir,
@@ -95,7 +96,7 @@ def unlearning_texts(run: Path, data: str, pseudo: Path | None = None) -> list[d
             {"text": r.text, "spans": [(s.start, s.end) for s in r.spans]}
             for r in read_records(run)
         ]
-    path = (pseudo or run / "pseudo") / "pseudo.jsonl"
+    path = Path(pseudo) / "pseudo.jsonl"
     if not path.is_file():
         raise DfsuError(f"{path}: missing (run `dfsu synthesize` and `dfsu annotate` first)")
     rows = []
@@ -469,12 +470,13 @@ def unlearn(
 ) -> Path:
     """Stage: LoRA unlearning of the run's target; writes adapter/, merged/ and the log.
 
-    ``pseudo``: the directory holding pseudo.jsonl (default RUN/pseudo)."""
+    ``pseudo``: the directory holding pseudo.jsonl (default RUN/pseudo/<synthesis.source>)."""
     if method not in METHODS:
         raise DfsuError(f"--method: {method!r} is not one of {', '.join(METHODS)}")
     if data not in DATA:
         raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
     name = safe_name(name or f"{method}-{data}")
+    pseudo = pseudo or pseudo_dir(run, cfg.synthesis.source)
     started = time.time()
     run = create_run_dir(run)
     uc = cfg.unlearning
