@@ -144,3 +144,26 @@ def test_run_refuses_an_existing_directory_that_is_not_a_run(tmp_path, capsys):
     assert "not a run (no config.yaml)" in capsys.readouterr().err
     assert sorted(p.name for p in other.iterdir()) == ["cat.jpg"]
     assert other.stat().st_mode & 0o777 == 0o755
+
+
+def test_a_failed_write_names_its_file(tmp_path, monkeypatch):
+    import errno
+
+    from dfsu.rundir import atomic_write_text
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError) as info:
+        atomic_write_text(tmp_path / "results.json", "{}")
+    assert info.value.filename == str(tmp_path / "results.json")
+    assert info.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_file_with_aliases_is_refused(tmp_path, capsys):
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("grid:\n  seed: &a [1, 2]\n  x: *a\n")
+    assert main(["--quiet", "sweep", str(bomb), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "anchors and aliases are not accepted" in err and len(err.strip().splitlines()) == 1

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from dfsu.config import RunConfig, load_config, resolve_config_path
+from dfsu.config import RunConfig, load_config, load_yaml, resolve_config_path
 from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, create_run_dir, safe_name
 from dfsu.ui import info
@@ -68,10 +66,7 @@ def _axis(keys: list[str], values: list[list[Any]], where: str) -> Axis:
 
 def load_sweep_file(path: Path) -> Sweep:
     """A sweep config: ``config``, ``rows``, ``overrides`` and ``grid`` (see configs/sweeps)."""
-    try:
-        spec = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise DfsuError(f"{path}: not valid YAML ({exc})") from None
+    spec = load_yaml(_read_text(path), str(path)) or {}
     known = {"config", "rows", "overrides", "grid", "description"}
     if not isinstance(spec, dict) or not set(spec) <= known or "grid" not in spec:
         raise DfsuError(f"{path}: a sweep file is a mapping with 'grid' and any of {sorted(known)}")
@@ -99,11 +94,15 @@ def is_sweep_file(name: str) -> bool:
         path = resolve_config_path(name)
     except DfsuError:
         return False
-    try:
-        spec = yaml.safe_load(path.read_text())
-    except yaml.YAMLError:
-        return False
+    spec = load_yaml(_read_text(path), str(path))  # a bad file is an error either way
     return isinstance(spec, dict) and "grid" in spec
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DfsuError(f"{path}: not readable ({exc.__class__.__name__})") from None
 
 
 def points(axes: list[Axis]) -> list[dict[str, Any]]:
