@@ -26,6 +26,7 @@ data format: no code is loaded from it) with tagger.json and metrics.json;
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -69,6 +70,7 @@ def words(text: str) -> list[tuple[int, int]]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def shape(word: str, compress: bool = False) -> str:
     chars = []
     for c in word:
@@ -80,6 +82,11 @@ def shape(word: str, compress: bool = False) -> str:
 
 def word_features(word: str) -> list[str]:
     """What a word looks like, without its neighbours."""
+    return list(_word_features(word))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # text repeats its words: each is described once
+def _word_features(word: str) -> tuple[str, ...]:
     lower = word.lower()
     feats = [
         f"w={lower}",
@@ -107,15 +114,15 @@ def word_features(word: str) -> list[str]:
         "sep_dash": "-" in word[1:],
         "nonascii": not word.isascii(),
     }
-    return feats + [k for k, v in flags.items() if v]
+    return (*feats, *(k for k, v in flags.items() if v))
 
 
 def sentence_features(tokens: list[str]) -> list[list[str]]:
     """Each word's own features and its neighbours' (two on each side)."""
-    own = [word_features(t) for t in tokens]
+    own = [_word_features(t) for t in tokens]
     out = []
     for i in range(len(tokens)):
-        feats = ["bias"] + own[i]
+        feats = ["bias", *own[i]]
         for d in (-2, -1, 1, 2):
             j = i + d
             if 0 <= j < len(tokens):
