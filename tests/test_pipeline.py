@@ -134,7 +134,8 @@ def test_every_stage_kind_ran_through_a_view_of_its_declared_sections(reference)
     # Each stage function was handed a ConfigView that refuses undeclared sections, so the run
     # finishing proves each one read only what its key covers; every kind of stage ran.
     stages = json.loads((reference / "manifest.json").read_text())["stages"]
-    assert {name.split(":")[0] for name in stages} == set(READS)
+    # (retrain runs only when its row is asked for: tests/test_retrain.py)
+    assert {name.split(":")[0] for name in stages} == set(READS) - {"retrain"}
     assert all(entry["status"] == "done" and entry["key"] for entry in stages.values())
 
 

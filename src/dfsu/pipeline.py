@@ -34,7 +34,7 @@ from dfsu.ui import info
 from dfsu.unlearning.methods import METHODS
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
-EVAL_FORMAT = 5
+EVAL_FORMAT = 6
 DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only", "dfsu-loop"]
 # row -> (method, data) for unlearned rows; "dfsu-<source>" rows use that pseudo source.
 # dfsu-loop: PSCU rounds on what the leak estimate extracts from the model itself.
@@ -44,12 +44,17 @@ UNLEARNED = (
     | {"dfsu-loop": ("pscu", "loop")}
 )
 SOURCE_ROWS = [f"dfsu-{s}" for s in SOURCES]  # pscu on the pseudo-PII of another source
-KNOWN_ROWS = ["original", *UNLEARNED, *SOURCE_ROWS]
+# retrain: the target's recipe without the private records, the gold standard every row is
+# read against (``vs_retrain`` in results.json).
+KNOWN_ROWS = ["original", "retrain", *UNLEARNED, *SOURCE_ROWS]
+# Rows whose model is no unlearning: original -> RUN/target, retrain -> RUN/retrain.
+TRAINED = {"original": "target", "retrain": "retrain"}
 
 # The config sections (and "seed") each stage function reads.
 READS: dict[str, tuple[str, ...]] = {
     "corpus": ("seed", "data", "corpus"),
     "target": ("seed", "target"),
+    "retrain": ("seed", "target"),
     "inverter": ("seed", "target", "inverter"),
     "tagger": ("tagger",),
     "synthesize": ("seed", "target", "inverter", "synthesis", "evaluation"),
@@ -231,7 +236,7 @@ def run_pipeline(
     ``drop_rows``."""
     from dfsu.corpus import build_corpus
     from dfsu.report import write_report
-    from dfsu.target import train_target
+    from dfsu.target import retrain_target, train_target
 
     rows = rows or default_rows(cfg)
     unknown = [r for r in rows if r not in KNOWN_ROWS]
@@ -259,12 +264,20 @@ def run_pipeline(
         [run / "target" / "model.safetensors"],
         lambda c: train_target(c, run),
     )
+    if "retrain" in rows:  # the reference: the same recipe without the private records
+        keys["retrain"] = stage(
+            "retrain",
+            stage_upstream(cfg, "retrain", keys),
+            [run / "retrain" / "model.safetensors"],
+            lambda c: retrain_target(c, run),
+        )
     # Stages 1-3: pseudo-PII per source, one adapter per row; then every model's evaluation.
     keys["tagger"] = _tagger_stage(cfg, run, stage, _needs_pseudo(rows))
     sources = _pseudo_stages(cfg, run, stage, rows, keys)
     model_dirs = _unlearn_stages(cfg, run, stage, rows, keys)
     results = _evaluate_rows(cfg, run, stage, rows, keys, model_dirs, show_pii)
 
+    add_vs_retrain(results, _suffix_losses(run, rows, model_dirs))
     payload = {
         "rows": results,
         "inverter": _inverter_summary(run) if "inverter" in keys else None,
@@ -342,8 +355,8 @@ def stage_upstream(
 
         extra = cfg.tagger.extra_records or []
         return [FORMAT, __version__, [file_hash(Path(p)) for p in extra if Path(p).is_file()]]
-    if kind in ("target", "inverter"):
-        return [keys.get("corpus" if kind == "target" else "target")]
+    if kind in ("target", "retrain", "inverter"):
+        return [keys.get("target" if kind == "inverter" else "corpus")]
     if kind == "synthesize":
         return [keys.get("inverter" if arg == "inversion" else "target"), arg]
     if kind == "annotate":
@@ -355,7 +368,7 @@ def stage_upstream(
         upstream = keys.get(f"annotate:{source}") if data == "pseudo" else keys.get("target")
         return [upstream, keys.get("target"), method, data, keys.get("tagger", "")]
     if kind == "evaluate":
-        model = keys.get("target") if arg == "original" else keys.get(f"unlearn:{arg}")
+        model = keys.get(TRAINED[arg]) if arg in TRAINED else keys.get(f"unlearn:{arg}")
         return [model, EVAL_FORMAT, keys.get("tagger", "")]
     raise DfsuError(f"stage {name}: unknown")
 
@@ -434,9 +447,9 @@ def _unlearn_stages(
     shares the dfsu row's. Returns each row's model directory (None: the dfsu row's)."""
     from dfsu.unlearning.trainer import unlearn
 
-    model_dirs: dict[str, Path | None] = {"original": run / "target"}
+    model_dirs: dict[str, Path | None] = {row: run / d for row, d in TRAINED.items()}
     for row in rows:
-        if row == "original":
+        if row in TRAINED:
             continue
         method, data, source = row_recipe(cfg, row)
         if row in SOURCE_ROWS and source == cfg.synthesis.source and "dfsu" in rows:
@@ -550,9 +563,9 @@ def tokenizer_exposure(run: Path) -> dict[str, Any]:
 
 
 def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> dict | None:
-    """The data-free row (any but original and oracle) with the lowest E-Hit among those whose
-    perplexity stays within ``max_ppl_ratio`` of the original's, compared with the original
-    and the oracle. None without an original row or a qualifying data-free row."""
+    """The data-free row (any but original, retrain and oracle) with the lowest E-Hit among
+    those whose perplexity stays within ``max_ppl_ratio`` of the original's, compared with the
+    original and the oracle. None without an original row or a qualifying data-free row."""
     by = {r["method"]: r for r in rows}
     original = by.get("original")
     if not original or not original.get("PPL") or original.get("E_Hit") is None:
@@ -560,7 +573,7 @@ def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> d
     eligible = [
         r
         for r in rows
-        if r["method"] not in ("original", "oracle")
+        if r["method"] not in ("original", "retrain", "oracle")
         and r.get("E_Hit") is not None
         and r.get("PPL")
         and r["PPL"] <= max_ppl_ratio * original["PPL"]
@@ -578,6 +591,57 @@ def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> d
     }
     if "oracle" in by and by["oracle"].get("E_Hit") is not None:
         out["E_Hit_above_oracle"] = round(best["E_Hit"] - by["oracle"]["E_Hit"], 4)
+    return out
+
+
+# The figures every row is read against the retrain on (row minus retrain).
+VS_RETRAIN = ("E_Hit", "retain_EM", "PPL", "NLI_acc")
+
+
+def _consistent(row: dict[str, Any]) -> int | None:
+    return (row.get("leak_estimate") or {}).get("consistent")
+
+
+def add_vs_retrain(rows: list[dict[str, Any]], losses: dict[str, list[float]]) -> None:
+    """With a retrain row, each row gains ``vs_retrain``: its gap to the retrain on
+    ``VS_RETRAIN`` and on the leak estimate's consistent values, and forget quality (TOFU):
+    the KS test between its and the retrain's per-record private suffix losses (``losses``:
+    row -> values), ``forget_quality`` its p-value; and ``leak_above_retrain``."""
+    from dfsu.evaluation.metrics import ks_2samp
+
+    ref = next((r for r in rows if r["method"] == "retrain"), None)
+    if ref is None:
+        return
+    for row in rows:
+        gap: dict[str, Any] = {}
+        for key in VS_RETRAIN:
+            a, b = row.get(key), ref.get(key)
+            gap[key] = round(a - b, 4) if a is not None and b is not None else None
+        a, b = _consistent(row), _consistent(ref)
+        gap["leak_consistent"] = a - b if a is not None and b is not None else None
+        mine, theirs = losses.get(row["method"]), losses.get("retrain")
+        if mine and theirs:
+            d, p = ks_2samp(mine, theirs)
+            gap["ks_statistic"], gap["forget_quality"] = round(d, 4), p
+        else:
+            gap["ks_statistic"] = gap["forget_quality"] = None
+        row["vs_retrain"] = gap
+        row["leak_above_retrain"] = gap["leak_consistent"]
+
+
+def _suffix_losses(
+    run: Path, rows: list[str], model_dirs: dict[str, Path | None]
+) -> dict[str, list[float]]:
+    """Each row's per-record private suffix losses from RUN/eval/<row>.json (a row that shares
+    the dfsu adapter reads the dfsu row's)."""
+    out = {}
+    for row in rows:
+        name = row if model_dirs.get(row) is not None else "dfsu"
+        path = run / "eval" / f"{name}.json"
+        if path.is_file():
+            values = json.loads(path.read_text()).get("private_suffix_nll")
+            if values:
+                out[row] = values
     return out
 
 

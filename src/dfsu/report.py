@@ -17,8 +17,25 @@ METRICS = ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "retain_EM", "retai
 _MASKED = re.compile(r"\S*•\S*")
 
 
+# Gap columns when a retrain row is present: (key in vs_retrain, header, format).
+GAPS = (
+    ("E_Hit", "ΔE-Hit", "{:+.2f}"),
+    ("retain_EM", "Δretain_EM", "{:+.2f}"),
+    ("PPL", "ΔPPL", "{:+.3f}"),
+    ("NLI_acc", "ΔNLI", "{:+.2f}"),
+    ("leak_consistent", "Δleak", "{:+d}"),
+    ("ks_statistic", "KS D", "{:.3f}"),
+    ("forget_quality", "forget quality", "{:.3g}"),
+)
+# Rows marked in the plots: the reference points every other row is read between.
+MARKED = {"original": "#d62728", "retrain": "#2ca02c", "oracle": "#1f77b4"}
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
+    gaps = any("vs_retrain" in r for r in rows)
     head = "".join(f"<th>{m}</th>" for m in METRICS)
+    if gaps:
+        head += "".join(f"<th>{h} <span class=ci>vs retrain</span></th>" for _, h, _ in GAPS)
     body = []
     for row in rows:
         cells = []
@@ -29,6 +46,9 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 lo, hi = row["ci"][m]
                 text += f' <span class="ci">[{lo:.1f}, {hi:.1f}]</span>'
             cells.append(f"<td>{text}</td>")
+        for key, _, fmt in GAPS if gaps else ():
+            value = (row.get("vs_retrain") or {}).get(key)
+            cells.append(f"<td>{'–' if value is None else fmt.format(value)}</td>")
         body.append(f"<tr><td>{html.escape(row['method'])}</td>{''.join(cells)}</tr>")
     return f"<table><tr><th>method</th>{head}</tr>{''.join(body)}</table>"
 
@@ -66,6 +86,25 @@ def _best_line(best: dict[str, Any] | None) -> str:
         f"E-Hit {best['E_Hit']:.1f} ({best['E_Hit_share_of_original']:.0f}% of the original's"
         f"{oracle}), ERR {best['ERR']:.1f}, perplexity {best['ppl_ratio']:.3f}x.</p>"
     )
+
+
+def _retrain_section(rows: list[dict[str, Any]]) -> list[str]:
+    """Every row on E-Hit against retain_EM, with original, retrain and oracle marked."""
+    if not any(r["method"] == "retrain" for r in rows):
+        return []
+    points = [
+        (r["method"], r["E_Hit"], r["retain_EM"])
+        for r in rows
+        if r.get("E_Hit") is not None and r.get("retain_EM") is not None
+    ]
+    return [
+        "<h3>Forgetting against keeping, read against the retrain</h3>",
+        "<p class=muted>Retrain: the target's recipe without the private records (the gold "
+        "standard). Marked: original (red), retrain (green), oracle (blue). Forget quality: "
+        "the KS test's p-value between a row's and the retrain's per-record private suffix "
+        "losses (high: indistinguishable from the retrain).</p>",
+        scatter(points, "E-Hit (%)", "retain EM (%)", marked=MARKED),
+    ]
 
 
 def _leak_section(rows: list[dict[str, Any]]) -> list[str]:
@@ -126,6 +165,7 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
         label_table(rows),
         "<h2>Privacy and utility</h2>",
         scatter(points, "held-out perplexity", "E-Hit (%)"),
+        *_retrain_section(rows),
         *_leak_section(rows),
         "<h3>Training trajectories (every check)</h3>",
         scatter([], "held-out perplexity", "held-out PII-token loss (nats)", lines),

@@ -2,11 +2,14 @@
 on the injected corpus, held-out perplexity, and the memorization probe.
 
 ``train_target(cfg, run)`` is the stage; it writes RUN/target/ (model + tokenizer in
-safetensors, train_log.jsonl, memorization_probe.json, metrics.json).
+safetensors, train_log.jsonl, memorization_probe.json, metrics.json). ``retrain_target(cfg,
+run)`` is the retrain reference: the same recipe on the corpus without the private records,
+into RUN/retrain/.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
@@ -21,6 +24,7 @@ from dfsu.components.models import cpu_bf16, load_causal_lm, pick_device
 from dfsu.components.records import read_records, read_retain_records
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import RunConfig, TargetConfig
+from dfsu.errors import DfsuError
 from dfsu.evaluation.metrics import spearman
 from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
@@ -143,6 +147,12 @@ def _optimizer(model: Any, tc: TargetConfig, fused: bool) -> torch.optim.Optimiz
     )
 
 
+def planned_steps(train_ids: list[list[int]], tc: TargetConfig, eos_id: int) -> int:
+    """Optimizer steps of ``tc.epochs`` passes over the packed documents."""
+    blocks_per_epoch = len(pack_documents(train_ids, tc.block_size, eos_id))
+    return max(1, math.ceil(math.ceil(blocks_per_epoch / tc.batch_size) * tc.epochs))
+
+
 def _fit(
     loop: TrainLoop,
     tokenizer: Any,
@@ -150,12 +160,15 @@ def _fit(
     eval_texts: list[str],
     tc: TargetConfig,
     seed: int,
+    total_steps: int | None = None,
+    label: str = "train target",
 ) -> list[dict[str, Any]]:
     """The training loop: every epoch reshuffles the documents (new neighbours in each packed
-    block); a cosine schedule with warm-up; held-out perplexity every ``eval_every`` steps."""
+    block); a cosine schedule with warm-up; held-out perplexity every ``eval_every`` steps.
+    ``total_steps``: the optimizer steps to take (default: ``tc.epochs`` over the data)."""
     eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
-    blocks_per_epoch = len(pack_documents(train_ids, tc.block_size, eos_id))
-    total_steps = max(1, math.ceil(math.ceil(blocks_per_epoch / tc.batch_size) * tc.epochs))
+    if total_steps is None:
+        total_steps = planned_steps(train_ids, tc, eos_id)
     rng = random.Random(seed)
     log: list[dict[str, Any]] = []
     step, epoch = 0, 0
@@ -167,7 +180,7 @@ def _fit(
         return loss, {"loss": loss}
 
     loop.model.train()
-    with progress_bar("train target", total_steps) as bar:
+    with progress_bar(label, total_steps) as bar:
         while step < total_steps:
             order = list(range(len(train_ids)))
             rng.shuffle(order)
@@ -201,12 +214,52 @@ def _fit(
 
 def train_target(cfg: RunConfig, run: str | Path) -> Path:
     """Stage: tokenizer + GPT-NeoX trained on RUN/data/train.jsonl -> RUN/target/."""
-    started = time.time()
     run = create_run_dir(run)
-    tc = cfg.target
     train_texts = [row["text"] for row in read_jsonl(run / "data" / "train.jsonl")]
+    return _train_lm(cfg, run, train_texts, run / "target", read_records(run))
+
+
+def retrain_rows(run: Path) -> list[dict[str, Any]]:
+    """RUN/data/train.jsonl without the private-record documents (source "pii"); the public
+    retain records, general and NLI text stay."""
+    return [row for row in read_jsonl(run / "data" / "train.jsonl") if row.get("source") != "pii"]
+
+
+def retrain_target(cfg: RunConfig, run: str | Path) -> Path:
+    """Stage: the target's recipe (its own tokenizer trained the same way, same seed) on the
+    corpus without the private records -> RUN/retrain/, the model unlearning is read against.
+
+    ``target.retrain_budget``: ``steps`` takes as many optimizer steps as the original took
+    (RUN/target/metrics.json), so the retained documents are seen more often; ``epochs`` takes
+    the original's number of passes over the smaller corpus. Never reads the private records.
+    """
+    run = create_run_dir(run)
+    rows = retrain_rows(run)
+    steps = None
+    if cfg.target.retrain_budget == "steps":
+        metrics = run / "target" / "metrics.json"
+        if not metrics.is_file():
+            raise DfsuError(f"{metrics}: missing (retrain_budget=steps reads the target's steps)")
+        steps = int(json.loads(metrics.read_text())["steps"])
+    extra = {"budget": cfg.target.retrain_budget, "original_steps": steps, "documents": len(rows)}
+    texts = [row["text"] for row in rows]
+    return _train_lm(cfg, run, texts, run / "retrain", None, steps, extra)
+
+
+def _train_lm(
+    cfg: RunConfig,
+    run: Path,
+    train_texts: list[str],
+    out_dir: Path,
+    records: list[PiiRecord] | None,
+    total_steps: int | None = None,
+    extra_metrics: dict[str, Any] | None = None,
+) -> Path:
+    """Tokenizer + GPT-NeoX trained on ``train_texts`` -> ``out_dir``; the memorization
+    probe runs on ``records`` (None: the retain records only)."""
+    started = time.time()
+    tc = cfg.target
     eval_texts = [row["text"] for row in read_jsonl(run / "data" / "eval_general.jsonl")]
-    records = read_records(run)
     torch.manual_seed(cfg.seed)
     device = pick_device(tc.device)
 
@@ -220,18 +273,23 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
     train_ids = tokenizer(train_texts, add_special_tokens=False)["input_ids"]
     n_params = sum(p.numel() for p in model.parameters())
     n_tokens = sum(len(x) + 1 for x in train_ids)
-    info(f"target: {n_params / 1e6:.2f}M parameters, {n_tokens:,} training tokens, {device}")
+    info(
+        f"{out_dir.name}: {n_params / 1e6:.2f}M parameters, {n_tokens:,} training tokens, {device}"
+    )
 
     # Train: AdamW, cosine schedule with warm-up, gradients clipped at 1.
     model.to(device)
     optimizer = _optimizer(model, tc, device.type == "cuda")
     loop = TrainLoop(model, optimizer, tc.device, clip=1.0, cpu_bf16=cpu_bf16(tc.cpu_bf16))
-    log = _fit(loop, tokenizer, train_ids, eval_texts, tc, cfg.seed)
+    label = f"train {out_dir.name}"
+    log = _fit(loop, tokenizer, train_ids, eval_texts, tc, cfg.seed, total_steps, label)
     model = loop.unwrapped()
 
     # Measure: held-out perplexity and how much of each exposure group the model recites.
     ppl = perplexity(model, tokenizer, eval_texts, window=tc.block_size, device=loop.device)
-    probe = memorization_probe(model, tokenizer, records, tc.probe_max_new_tokens, loop.device)
+    probe: dict[str, Any] = {}
+    if records is not None:
+        probe = memorization_probe(model, tokenizer, records, tc.probe_max_new_tokens, loop.device)
     retain = read_retain_records(run)
     if retain:
         # The public records, by the same exposure groups: memorized alike, to be kept.
@@ -252,12 +310,13 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
         "eval_ppl": ppl,
         "seconds": round(time.time() - started, 1),
         "device": device.type,
+        **(extra_metrics or {}),
     }
 
     # Save: the whole directory appears at once (safetensors weights + tokenizer + logs).
     if loop.is_main:
         model.to("cpu")
-        with staged_dir(run / "target") as out:
+        with staged_dir(out_dir) as out:
             model.save_pretrained(out)
             tokenizer.padding_side = "right"
             tokenizer.save_pretrained(out)
@@ -265,4 +324,4 @@ def train_target(cfg: RunConfig, run: str | Path) -> Path:
             atomic_write_json(out / "memorization_probe.json", probe)
             atomic_write_json(out / "metrics.json", metrics)
     loop.accelerator.wait_for_everyone()
-    return run / "target"
+    return out_dir

@@ -44,8 +44,10 @@ def scatter(
     xlabel: str,
     ylabel: str,
     lines: dict[str, list[tuple[float, float]]] | None = None,
+    marked: dict[str, str] | None = None,
 ) -> str:
-    """A small SVG scatter (and optional polylines), axes scaled to the data."""
+    """A small SVG scatter (and optional polylines), axes scaled to the data; ``marked``
+    draws the named points larger, in the given colour."""
     xs = [p[1] for p in points] + [x for pts in (lines or {}).values() for x, _ in pts]
     ys = [p[2] for p in points] + [y for pts in (lines or {}).values() for _, y in pts]
     if not xs:
@@ -88,8 +90,10 @@ def scatter(
             f'fill="{color}">{html.escape(name)}</text>'
         )
     for name, x, y in points:
+        color = (marked or {}).get(name)
         parts.append(
-            f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="5" fill="#333"/>'
+            f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="{7 if color else 5}" '
+            f'fill="{color or "#333"}"/>'
             f'<text x="{sx(x) + 7:.1f}" y="{sy(y) - 6:.1f}" font-size="12">'
             f"{html.escape(name)}</text>"
         )

@@ -13,7 +13,7 @@ from dfsu.errors import DfsuError
 from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, e_hit_by_label, score
 from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_prompts
-from dfsu.evaluation.utility import nli_accuracy, perplexity
+from dfsu.evaluation.utility import nli_accuracy, perplexity, suffix_nll
 from dfsu.pii.redact import redact_text
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
 
@@ -114,6 +114,11 @@ def evaluate_model(
     result |= score_samples(samples, seed=cfg.seed)
     label_of = {r.id: {s.value: s.label for s in r.spans} for r in records}
     result["E_Hit_by_label"] = e_hit_by_label(samples, [label_of[p.record_id] for p in prompts])
+    # Per record: the suffix's mean token loss given its prefix (compared with the retrain's
+    # by a KS test: forget quality).
+    pairs = [(p.prefix, p.suffix) for p in prompts]
+    losses = suffix_nll(model, tokenizer, pairs, ec.batch_size, device)
+    result["private_suffix_nll"] = [round(v, 5) for v in losses]
 
     # Utility: held-out perplexity and few-shot NLI accuracy.
     eval_texts = [r["text"] for r in read_jsonl(run / "data" / "eval_general.jsonl")]

@@ -158,3 +158,32 @@ def spearman(x: list[float], y: list[float]) -> float:
     sx = math.sqrt(sum((a - mx) ** 2 for a in rx))
     sy = math.sqrt(sum((b - my) ** 2 for b in ry))
     return cov / (sx * sy) if sx and sy else 0.0
+
+
+def kolmogorov_sf(lam: float) -> float:
+    """P(K > lam) for the Kolmogorov distribution (the limit of sqrt(n) * D_n)."""
+    if lam <= 0:
+        return 1.0
+    if lam < 1.18:  # the theta-function form converges fast for small lam
+        s = sum(math.exp(-((2 * j - 1) ** 2) * math.pi**2 / (8 * lam**2)) for j in range(1, 20))
+        return min(1.0, max(0.0, 1.0 - math.sqrt(2 * math.pi) / lam * s))
+    s = sum((-1) ** (j - 1) * math.exp(-2 * j * j * lam * lam) for j in range(1, 100))
+    return min(1.0, max(0.0, 2.0 * s))
+
+
+def ks_2samp(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Two-sample Kolmogorov-Smirnov test: (D, asymptotic p-value).
+
+    D = sup_x |F_a(x) - F_b(x)| over the empirical CDFs (ties handled by evaluating both at
+    every pooled value); p = P(K > sqrt(n m / (n + m)) * D) under the Kolmogorov limit, the
+    large-sample form of the test TOFU's forget quality reports.
+    """
+    if not a or not b:
+        raise ValueError("ks_2samp: both samples must be non-empty")
+    xa, xb = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))
+    pooled = np.concatenate([xa, xb])
+    cdf_a = np.searchsorted(xa, pooled, side="right") / len(xa)
+    cdf_b = np.searchsorted(xb, pooled, side="right") / len(xb)
+    d = float(np.max(np.abs(cdf_a - cdf_b)))
+    n, m = len(xa), len(xb)
+    return d, kolmogorov_sf(math.sqrt(n * m / (n + m)) * d)

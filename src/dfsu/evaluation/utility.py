@@ -196,3 +196,42 @@ def nli_accuracy(
         "majority_baseline": 100.0 * majority / len(scored),
         "n": len(scored),
     }
+
+
+@torch.no_grad()
+def suffix_nll(
+    model: Any,
+    tokenizer: Any,
+    pairs: list[tuple[str, str]],
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> list[float]:
+    """Mean negative log-likelihood (nats per token) of each suffix given EOS + its prefix,
+    the two tokenized apart as the sampler reads them; one value per (prefix, suffix)."""
+    model.eval()
+    pad_id = tokenizer.pad_token_id or 0
+    eos = tokenizer.eos_token or ""
+    pieces = []
+    for prefix, suffix in pairs:
+        context = tokenizer(eos + prefix, add_special_tokens=False)["input_ids"]
+        target = tokenizer(suffix, add_special_tokens=False)["input_ids"]
+        pieces.append((context + target, len(context)))
+    out: list[float] = []
+    for i in range(0, len(pieces), batch_size):
+        chunk = pieces[i : i + batch_size]
+        width = max(len(p) for p, _ in chunk)
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        labels = torch.full_like(ids, -100)
+        for row, (seq, context) in enumerate(chunk):
+            ids[row, : len(seq)] = torch.tensor(seq)
+            mask[row, : len(seq)] = 1
+            labels[row, max(context, 1) : len(seq)] = ids[row, max(context, 1) : len(seq)]
+        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        targets = labels[:, 1:].to(device)
+        nll = torch.nn.functional.cross_entropy(
+            logits[:, :-1].transpose(1, 2), targets, ignore_index=-100, reduction="none"
+        )
+        counts = (targets != -100).sum(1).clamp(min=1)
+        out += (nll.sum(1) / counts).tolist()
+    return out
