@@ -144,7 +144,15 @@ def evaluate_model(
     }
     result["seconds"] = round(time.time() - started, 1)
 
-    # Samples in the report are redacted unless asked; the re-scorable file keeps the truth.
+    result["samples"] = _shown_samples(prompts, generations, records, show_pii)
+    result["pii_shown"] = show_pii
+    _write_result(out, result, gen_path, samples)
+    return result
+
+
+def _shown_samples(prompts: list, generations: list, records: list, show_pii: bool) -> list:
+    """The first 20 samples for the report, redacted unless asked (the re-scorable
+    generations file keeps the truth)."""
     all_values = [s.value for r in records for s in r.spans]
     shown = []
     for p, g in list(zip(prompts, generations, strict=True))[:20]:
@@ -158,9 +166,12 @@ def evaluate_model(
         if not show_pii:
             row = {k: _redact_any(v, all_values) for k, v in row.items()}
         shown.append(row)
-    result["samples"] = shown
-    result["pii_shown"] = show_pii
+    return shown
 
+
+def _write_result(out: Path, result: dict, gen_path: Path, samples: list) -> None:
+    """The generations (mode 0600: true suffixes), then the result; when the result cannot
+    be written, the generations file is removed again."""
     atomic_write_jsonl(
         gen_path,
         (
@@ -179,7 +190,6 @@ def evaluate_model(
     except BaseException:  # no true suffixes left behind without their result
         gen_path.unlink(missing_ok=True)
         raise
-    return result
 
 
 def _leak(cfg, run, model, tokenizer, device, records, show_pii: bool) -> dict[str, Any]:
