@@ -205,8 +205,8 @@ def test_every_method_runs_on_pseudo_data(trained_micro_run, tmp_path, method):
     with pytest.raises(DfsuError, match="pseudo.jsonl: missing"):
         unlearn(load_config(str(run / "config.yaml"), FAST), run, method, "pseudo")
     pool = json.loads((run / "data" / "swap_pool.json").read_text())
-    pseudo = run / "pseudo"
-    pseudo.mkdir()
+    pseudo = run / "pseudo" / "inversion"  # the config's synthesis.source
+    pseudo.mkdir(parents=True)
     rows = [
         {
             "text": r.text,

@@ -57,11 +57,11 @@ def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[A
     path = Path(path)
     if not path.is_dir():
         raise DfsuError(f"{path}: not a model directory")
-    _require_safetensors(path, "*.safetensors")
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
         raise DfsuError(f"{path}: no readable model config ({str(exc).splitlines()[0]})") from None
+    _require_safetensors(path, "*.safetensors")
     try:
         model = AutoModelForCausalLM.from_pretrained(
             path, use_safetensors=True, trust_remote_code=trust_remote_code
