@@ -67,6 +67,22 @@ def perplexity(
 
 
 @torch.no_grad()
+def _piece_batch(
+    chunk: list[tuple[list[int], int]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Padded ids, attention mask and labels (-100 over each piece's context) of pieces
+    ``(token ids, context length)``."""
+    width = max(len(p) for p, _ in chunk)
+    ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    for row, (seq, context) in enumerate(chunk):
+        ids[row, : len(seq)] = torch.tensor(seq)
+        mask[row, : len(seq)] = 1
+        labels[row, max(context, 1) : len(seq)] = ids[row, max(context, 1) : len(seq)]
+    return ids, mask, labels
+
+
 def perplexity_of(
     model: Any,
     pieces: list[tuple[list[int], int]],
@@ -79,14 +95,7 @@ def perplexity_of(
     total_nll, total_tokens = 0.0, 0
     for i in range(0, len(pieces), batch_size):
         chunk = pieces[i : i + batch_size]
-        width = max(len(p) for p, _ in chunk)
-        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        labels = torch.full_like(ids, -100)
-        for row, (seq, context) in enumerate(chunk):
-            ids[row, : len(seq)] = torch.tensor(seq)
-            mask[row, : len(seq)] = 1
-            labels[row, max(context, 1) : len(seq)] = ids[row, max(context, 1) : len(seq)]
+        ids, mask, labels = _piece_batch(chunk, pad_id)
         logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
         targets = labels[:, 1:].to(device)
         nll = torch.nn.functional.cross_entropy(
@@ -219,14 +228,7 @@ def suffix_nll(
     out: list[float] = []
     for i in range(0, len(pieces), batch_size):
         chunk = pieces[i : i + batch_size]
-        width = max(len(p) for p, _ in chunk)
-        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        labels = torch.full_like(ids, -100)
-        for row, (seq, context) in enumerate(chunk):
-            ids[row, : len(seq)] = torch.tensor(seq)
-            mask[row, : len(seq)] = 1
-            labels[row, max(context, 1) : len(seq)] = ids[row, max(context, 1) : len(seq)]
+        ids, mask, labels = _piece_batch(chunk, pad_id)
         logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
         targets = labels[:, 1:].to(device)
         nll = torch.nn.functional.cross_entropy(
