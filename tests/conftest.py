@@ -15,6 +15,10 @@ MICRO = [
     "corpus.exposure_step=2",
     "corpus.nli_train=12",
     "corpus.nli_eval=6",
+    "public.documents=60",
+    "public.nli=12",
+    "public.check_documents=10",
+    "public.report_documents=10",
     "target.vocab_size=400",
     "target.hidden_size=32",
     "target.num_layers=2",
@@ -73,8 +77,10 @@ MICRO_INVERTER = [
 
 @pytest.fixture(scope="session")
 def trained_micro_run(tmp_path_factory):
-    """A micro run with corpus and target (trained once per test session)."""
+    """A micro run with corpus, target and the sealed owner's side (trained once per test
+    session)."""
     from dfsu.corpus import build_corpus
+    from dfsu.owner import seal_target
     from dfsu.rundir import save_config
     from dfsu.target import train_target
 
@@ -83,4 +89,5 @@ def trained_micro_run(tmp_path_factory):
     build_corpus(cfg, run)
     save_config(run, cfg)
     train_target(cfg, run)
+    seal_target(cfg, run)
     return cfg, run

@@ -38,7 +38,6 @@ def test_build_corpus_writes_the_data_dir(tmp_path, micro_cfg):
         "pii_records.jsonl",
         "retain_records.jsonl",
         "stats.json",
-        "swap_pool.json",
         "train.jsonl",
     ]
     # The stage writes RUN/data only: the config and the manifest are the pipeline's (or the CLI's).
@@ -58,16 +57,10 @@ def test_build_corpus_writes_the_data_dir(tmp_path, micro_cfg):
     shown = Counter(row["record_id"] for row in train if row["source"] == "retain")
     assert all(shown[p["id"]] == p["exposure"] == 2 * p["group"] for p in public)
     assert all(p["text"] == p["prefix"] + p["suffix"] for p in public)
-    from dfsu.components.records import public_training_texts
-
-    assert not {p["text"] for p in public} & set(public_training_texts(run))
     eval_texts = {
         json.loads(x)["text"] for x in (data / "eval_general.jsonl").read_text().splitlines()
     }
     assert not eval_texts & {row["text"] for row in train}  # held out means held out
-    pool = json.loads((data / "swap_pool.json").read_text())
-    private = {s.value for r in records for s in r.spans}
-    assert not private & {v for vs in pool.values() for v in vs}
 
 
 def test_wikitext_raw_and_jsonl_corpora(tmp_path):

@@ -6,6 +6,7 @@ import pytest
 
 from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
+from dfsu.errors import DfsuError
 from dfsu.evaluation.leak import clean_value, count_leaks, extraction_texts, leak_meter, shown
 from dfsu.pii.records import Span
 
@@ -108,8 +109,16 @@ def test_the_estimate_never_reads_the_private_records(trained_micro_run, tmp_pat
     shutil.copytree(source, run)
     cfg = load_config(str(run / "config.yaml"), ["leak.samples=3"])  # the hybrid annotator
     model, tok = load_causal_lm(run / "target")
-    first, gens, _ = leak_meter(cfg, run, tok)(model, tok, "cpu")
-    (run / "data" / "pii_records.jsonl").unlink()
-    second, gens_again, _ = leak_meter(cfg, run, tok)(model, tok, "cpu")
+    first, gens, _ = leak_meter(cfg, run, tok, "select")(model, tok, "cpu")
+    shutil.rmtree(run / "data")  # the owner has none of it
+    second, gens_again, _ = leak_meter(cfg, run, tok, "select")(model, tok, "cpu")
     assert first == second and gens == gens_again
     assert first["prompts"] > 0 and all(len(g) == 3 for g in gens)
+    # The report's draw: other prompts (openers) and other sampling seeds than the selection's.
+    select = leak_meter(cfg, run, tok, "select")
+    report = leak_meter(cfg, run, tok, "report")
+    assert len(report.prompts) == len(select.prompts)
+    assert not {p.prefix for p in report.prompts} & {p.prefix for p in select.prompts}
+    assert report.sampling_seed != select.sampling_seed
+    with pytest.raises(DfsuError, match="purpose"):
+        leak_meter(cfg, run, tok, "both")

@@ -204,7 +204,7 @@ def test_every_method_runs_on_pseudo_data(trained_micro_run, tmp_path, method):
     run = _copy(source, tmp_path)
     with pytest.raises(DfsuError, match="pseudo.jsonl: missing"):
         unlearn(load_config(str(run / "config.yaml"), FAST), run, method, "pseudo")
-    pool = json.loads((run / "data" / "swap_pool.json").read_text())
+    pool = json.loads((run / "sealed" / "swap_pool.json").read_text())
     pseudo = run / "pseudo" / "inversion"  # the config's synthesis.source
     pseudo.mkdir(parents=True)
     rows = [

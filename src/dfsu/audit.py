@@ -162,11 +162,12 @@ def audit_leak(
 ) -> dict[str, Any]:
     """The data-free leak estimate of each model (values unmasked: mask before showing).
 
-    With ``run``: its swap pool, tagger and config. Without: public values generated here
-    (Faker, every label the record shapes use) and the default tagger, trained once."""
+    With ``run``: its owner's swap pool (RUN/sealed), tagger and config. Without: public
+    values generated here (Faker, every label the record shapes use) and the default tagger,
+    trained once. Sampled on the estimate's "report" draw."""
     from dfsu.components.models import pick_device
     from dfsu.config import load_config
-    from dfsu.evaluation.leak import build_meter, swap_pool
+    from dfsu.evaluation.leak import build_meter
     from dfsu.pii.annotators import load_offline
 
     dev = pick_device(device)
@@ -175,7 +176,9 @@ def audit_leak(
         if not (run / "config.yaml").is_file():
             raise DfsuError(f"--run {run}: not a run directory (no config.yaml)")
         cfg = load_config(str(run / "config.yaml"), overrides)
-        pool = swap_pool(run)
+        from dfsu.owner import run_owner
+
+        pool = run_owner(run).swap_pool()
         annotate = load_offline(cfg.leak.annotator, cfg.tagger, run, None)
     else:
         from dfsu.pii.annotators import cached_default_tagger
@@ -189,7 +192,7 @@ def audit_leak(
     for name, label, model, tokenizer in audited_models(
         model_path, adapter, unlearned, trust_remote_code, dev
     ):
-        meter = build_meter(cfg, pool, annotate, tokenizer)
+        meter = build_meter(cfg, pool, annotate, tokenizer, "report")
         estimates[name] = meter(model, tokenizer, dev)[0]
         names[name] = label
     return {"models": names, "estimates": estimates, "settings": dataclasses.asdict(cfg.leak)}

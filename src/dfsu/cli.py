@@ -661,12 +661,18 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         lambda c: synthesize(c, run, source, out),
     )
     stats = json.loads((out / "stats.json").read_text())
-    found = (
-        f"; private entities found in them: {stats['private_entities_found']}/"
-        f"{stats['private_entities']}"
-        if "private_entities" in stats
-        else ""
-    )
+    found = ""
+    if (run / "data" / "pii_records.jsonl").is_file():  # the evaluator's figure, after the stage
+        from dfsu.components.records import read_records
+        from dfsu.rundir import read_jsonl
+        from dfsu.synthesis import private_entity_share
+
+        values = {s.value for r in read_records(run) for s in r.spans}
+        share = private_entity_share([r["text"] for r in read_jsonl(out / "texts.jsonl")], values)
+        found = (
+            f"; private entities found in them: {share['private_entities_found']}/"
+            f"{share['private_entities']}"
+        )
     print(
         f"{out}: {stats['texts']} {stats['source']} texts from {stats['candidates']} "
         f"candidates{found}",
@@ -747,12 +753,17 @@ def cmd_unlearn(args: argparse.Namespace) -> int:
         said = "the true records in RUN/data (oracle)" if args.data == "oracle" else "loop"
     say(f"unlearning data: {said}")
     out = run / "unlearned" / name
+    truth = None  # the true records: the oracle's data or the evaluator's trajectory
+    if args.data == "oracle" or cfg.unlearning.track_privacy:
+        from dfsu.components.records import read_records
+
+        truth = read_records(run)
     run_stage(
         cfg,
         run,
         f"unlearn:{name}",
         [out / "merged" / "model.safetensors"],
-        lambda c: unlearn(c, run, args.method, args.data, name, pseudo),
+        lambda c: unlearn(c, run, args.method, args.data, name, pseudo, truth),
         recipe=(args.method, args.data, source),
     )
     summary = json.loads((out / "summary.json").read_text())

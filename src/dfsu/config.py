@@ -683,6 +683,40 @@ class LeakConfig:
 
 
 @dataclass
+class PublicConfig:
+    """The owner's public text: what the data-free stages may read besides the model.
+
+    The retain descent and the inverter train on it; the perplexity bound is checked on its
+    held-out documents, never on the documents whose perplexity the evaluation reports."""
+
+    files: list[str] | None = _f(
+        None,
+        "public text files (plain text: documents split at blank lines; JSONL: a 'text' field "
+        "per row); null = the built-in generated public text, drawn from a stream disjoint "
+        "from the simulated target's training documents",
+    )
+    documents: int = _f(
+        1000, "built-in generated public documents (retain and inverter text)", bounds=(1, 10**7)
+    )
+    nli: int = _f(400, "built-in generated NLI examples among them", bounds=(0, 10**7))
+    check_documents: int = _f(
+        200,
+        "held-out public documents for the perplexity bound (the first of the files' "
+        "documents, or generated ones); never trained on",
+        bounds=(1, 10**6),
+    )
+    report_documents: int = _f(
+        100,
+        "held-out public documents for the perplexity `dfsu forget` reports (the next of the "
+        "files' documents, or generated ones): never trained on, never selected on",
+        bounds=(1, 10**6),
+    )
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "public.")
+
+
+@dataclass
 class RunConfig:
     """Everything one run needs; saved as RUN/config.yaml."""
 
@@ -699,6 +733,9 @@ class RunConfig:
     evaluation: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "metrics"})
     leak: LeakConfig = field(
         default_factory=LeakConfig, metadata={"help": "data-free leak estimate"}
+    )
+    public: PublicConfig = field(
+        default_factory=PublicConfig, metadata={"help": "the owner's public text"}
     )
 
     def __post_init__(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from dfsu.components import profiling
 from dfsu.config import SOURCES, RunConfig, config_to_dict, neutral_free
 from dfsu.errors import DfsuError
+from dfsu.owner import boundary
 from dfsu.rundir import (
     atomic_write_json,
     create_run_dir,
@@ -55,6 +56,7 @@ READS: dict[str, tuple[str, ...]] = {
     "corpus": ("seed", "data", "corpus"),
     "target": ("seed", "target"),
     "retrain": ("seed", "target"),
+    "seal": ("seed", "data", "corpus", "public"),
     "inverter": ("seed", "target", "inverter"),
     "tagger": ("tagger",),
     "synthesize": ("seed", "target", "inverter", "synthesis", "evaluation"),
@@ -62,6 +64,23 @@ READS: dict[str, tuple[str, ...]] = {
     "unlearn": ("seed", "target", "unlearning", "evaluation", "leak", "tagger"),
     "evaluate": ("seed", "target", "evaluation", "leak", "tagger"),
 }
+
+
+def seal_outputs(run: Path) -> list[Path]:
+    """What the seal stage writes (its outputs, checked before it is skipped)."""
+    return [run / "sealed" / "model" / "config.json", run / "sealed" / "swap_pool.json"]
+
+
+# Stage kinds that are data-free whatever their arguments; unlearn is, but for the oracle.
+DATA_FREE = ("seal", "tagger", "inverter", "synthesize", "annotate")
+
+
+def data_free(cfg: RunConfig, name: str) -> bool:
+    """Whether stage ``name`` is on the owner's side of the boundary (never reads RUN/data)."""
+    kind, _, arg = name.partition(":")
+    if kind == "unlearn":
+        return arg not in KNOWN_ROWS or row_recipe(cfg, arg)[1] != "oracle"
+    return kind in DATA_FREE
 
 
 def default_rows(cfg: RunConfig) -> list[str]:
@@ -189,8 +208,10 @@ class Stages:
         upstream: list[Any],
         outputs: list[Path],
         fn: Callable[[RunConfig], Any],
+        sealed: bool | None = None,
     ) -> str:
-        """Run ``fn(view)`` for stage ``name`` unless it is current; returns the stage's key."""
+        """Run ``fn(view)`` for stage ``name`` unless it is current; returns the stage's key.
+        ``sealed``: whether it runs behind the owner's boundary (default: ``data_free``)."""
         kind = name.split(":")[0]
         reads = READS[kind]
         key = _key(upstream, {s: _section(self.cfg, s) for s in reads})
@@ -208,7 +229,12 @@ class Stages:
             return key
         info(f"[bold]{name}[/bold]")
         started, counts = time.time(), profiling.snapshot()
-        fn(ConfigView(self.cfg, name, reads))  # type: ignore[arg-type]
+        # A data-free stage runs behind the owner's boundary: RUN/data cannot be opened.
+        if sealed is None:
+            sealed = data_free(self.cfg, name)
+        refused = [self.run / "data"] if sealed else []
+        with boundary(refused, name):
+            fn(ConfigView(self.cfg, name, reads))  # type: ignore[arg-type]
         seconds = round(time.time() - started, 2)
         self.profile.measured(name, seconds, counts)
         manifest = read_manifest(self.path)
@@ -235,6 +261,7 @@ def run_pipeline(
     -> report. Rows of an earlier results.json that ``rows`` leaves out are an error unless
     ``drop_rows``."""
     from dfsu.corpus import build_corpus
+    from dfsu.owner import seal_target
     from dfsu.report import write_report
     from dfsu.target import retrain_target, train_target
 
@@ -271,6 +298,11 @@ def run_pipeline(
             [run / "retrain" / "model.safetensors"],
             lambda c: retrain_target(c, run),
         )
+    # The owner's side: a sealed copy of the target, public text and a swap pool without the
+    # records. Every data-free stage reads these, never RUN/data.
+    keys["seal"] = stage(
+        "seal", stage_upstream(cfg, "seal", keys), seal_outputs(run), lambda c: seal_target(c, run)
+    )
     # Stages 1-3: pseudo-PII per source, one adapter per row; then every model's evaluation.
     keys["tagger"] = _tagger_stage(cfg, run, stage, _needs_pseudo(rows))
     sources = _pseudo_stages(cfg, run, stage, rows, keys)
@@ -355,10 +387,12 @@ def stage_upstream(
 
         extra = cfg.tagger.extra_records or []
         return [FORMAT, __version__, [file_hash(Path(p)) for p in extra if Path(p).is_file()]]
-    if kind in ("target", "retrain", "inverter"):
-        return [keys.get("target" if kind == "inverter" else "corpus")]
+    if kind in ("target", "retrain"):
+        return [keys.get("corpus")]
+    if kind in ("seal", "inverter"):
+        return [keys.get("target" if kind == "seal" else "seal")]
     if kind == "synthesize":
-        return [keys.get("inverter" if arg == "inversion" else "target"), arg]
+        return [keys.get("inverter" if arg == "inversion" else "seal"), arg]
     if kind == "annotate":
         keep = cfg.synthesis.keep
         keep_hash = file_hash(Path(keep)) if keep and Path(keep).is_file() else None
@@ -366,10 +400,10 @@ def stage_upstream(
     if kind == "unlearn":
         method, data, source = recipe or row_recipe(cfg, arg)
         upstream = keys.get(f"annotate:{source}") if data == "pseudo" else keys.get("target")
-        return [upstream, keys.get("target"), method, data, keys.get("tagger", "")]
-    if kind == "evaluate":
+        return [upstream, keys.get("seal"), method, data, keys.get("tagger", "")]
+    if kind == "evaluate":  # the leak estimate reads the owner's swap pool
         model = keys.get(TRAINED[arg]) if arg in TRAINED else keys.get(f"unlearn:{arg}")
-        return [model, EVAL_FORMAT, keys.get("tagger", "")]
+        return [model, EVAL_FORMAT, keys.get("tagger", ""), keys.get("seal")]
     raise DfsuError(f"stage {name}: unknown")
 
 
@@ -391,12 +425,24 @@ def run_stage(
     unlearn...): always computed, and recorded in the manifest under the key the pipeline
     would give it from the run's recorded upstream stages. A later `dfsu run` with the same
     config reuses it; one whose config or upstream differs recomputes it (and what follows)."""
+    from dfsu.owner import seal_target
+
     keys = recorded_keys(run)
-    if name.startswith(("annotate:", "unlearn:")) and "tagger" not in keys:
-        # the tagger as `dfsu run` makes it: a stage of its own, recorded, never a side effect
-        keys["tagger"] = _tagger_stage(cfg, run, Stages(cfg, run, set(), keep_profile=True), True)
+    sealed = data_free(cfg, name) and (recipe is None or recipe[1] != "oracle")
+    if name.startswith(("inverter", "synthesize:", "annotate:", "unlearn:")):
+        # the owner's side as `dfsu run` makes it: the seal (and, for annotation and
+        # unlearning, the tagger) a stage of its own, recorded, never a side effect
+        before = Stages(cfg, run, set(), keep_profile=True)
+        keys["seal"] = before(
+            "seal",
+            stage_upstream(cfg, "seal", keys),
+            seal_outputs(run),
+            lambda c: seal_target(c, run),
+        )
+        if name.startswith(("annotate:", "unlearn:")) and "tagger" not in keys:
+            keys["tagger"] = _tagger_stage(cfg, run, before, True)
     stage = Stages(cfg, run, {name}, keep_profile=True)
-    stage(name, stage_upstream(cfg, name, keys, recipe), outputs, fn)
+    stage(name, stage_upstream(cfg, name, keys, recipe), outputs, fn, sealed)
 
 
 def _needs_pseudo(rows: list[str]) -> bool:
@@ -445,6 +491,7 @@ def _unlearn_stages(
 ) -> dict[str, Path | None]:
     """One adapter per unlearned row (keys join ``keys``); ``dfsu-<configured source>``
     shares the dfsu row's. Returns each row's model directory (None: the dfsu row's)."""
+    from dfsu.components.records import read_records
     from dfsu.unlearning.trainer import unlearn
 
     model_dirs: dict[str, Path | None] = {row: run / d for row, d in TRAINED.items()}
@@ -456,11 +503,14 @@ def _unlearn_stages(
             model_dirs[row] = None  # same as the "dfsu" row
             continue
         name, pseudo = f"unlearn:{row}", pseudo_dir(run, source)
+        # The true records: the oracle's data, or the evaluator's privacy trajectory; read
+        # here, outside the boundary, and handed in.
+        truth = read_records(run) if data == "oracle" or cfg.unlearning.track_privacy else None
         keys[name] = stage(
             name,
             stage_upstream(cfg, name, keys),
             [run / "unlearned" / row / "merged" / "model.safetensors"],
-            lambda c, r=row, m=method, d=data, p=pseudo: unlearn(c, run, m, d, r, p),
+            lambda c, r=row, m=method, d=data, p=pseudo, t=truth: unlearn(c, run, m, d, r, p, t),
         )
         model_dirs[row] = run / "unlearned" / row / "merged"
     return model_dirs
@@ -655,7 +705,15 @@ def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
     if "E_Hit_by_label" in result:
         row["E_Hit_by_label"] = result["E_Hit_by_label"]
     if "leak_estimate" in result:
-        keys = ("consistent", "emitted", "degenerate", "by_label", "consistent_true", "prompts")
+        keys = (
+            "consistent",
+            "emitted",
+            "degenerate",
+            "by_label",
+            "consistent_true",
+            "true_values_in_pool",
+            "prompts",
+        )
         row["leak_estimate"] = {k: result["leak_estimate"].get(k) for k in keys}
     summary = run / "unlearned" / name / "summary.json"
     if summary.is_file():
@@ -673,12 +731,19 @@ def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pseudo_stats(run: Path, sources: set[str]) -> dict[str, Any]:
+    """Per source: texts and candidates, and (the evaluator's figure, read here, outside
+    the stages) the share of the private values the pseudo texts hold."""
+    from dfsu.components.records import read_records
+    from dfsu.rundir import read_jsonl
+    from dfsu.synthesis import private_entity_share
+
+    values = {s.value for r in read_records(run) for s in r.spans}
     out = {}
     for source in sorted(sources):
         path = run / "pseudo" / source / "stats.json"
         if path.is_file():
             s = json.loads(path.read_text())
-            out[source] = {
-                k: s[k] for k in ("texts", "candidates", "private_entity_share") if k in s
-            }
+            out[source] = {k: s[k] for k in ("texts", "candidates") if k in s}
+            texts = [r["text"] for r in read_jsonl(path.parent / "texts.jsonl")]
+            out[source] |= private_entity_share(texts, values)
     return out

@@ -1,17 +1,18 @@
-"""Stage 2: pseudo-PII synthesis and annotation -> RUN/pseudo/<source>/.
+"""Stage 2: pseudo-PII synthesis and annotation -> ROOT/pseudo/<source>/.
 
-``synthesize(cfg, run)``: record shapes with every entity swapped for a public value
-(candidates), then, by ``synthesis.source``:
+Both stages read what the owner has (``owner.Owner``: the model, its swap pool, the tagger),
+never the training data. ``synthesize(cfg, owner)``: record shapes with every entity swapped
+for a public value (candidates), then, by ``synthesis.source``:
 - ``inversion`` (the paper): the target reads each candidate; the inverter decodes its
   log-probabilities (beam search, several outputs, deduplicated);
 - ``self``: the target's own sampled continuations of each candidate's prefix;
 - ``free``: the target's unprompted samples (from the start-of-text token alone): what a
   training-data extraction attack recovers, with no template and no data at all;
 - ``candidates``: the swapped candidates themselves (the control: no model involved).
-Writes candidates.jsonl, texts.jsonl and stats.json. The private records are never read,
-except, when present, for the simulation-only diagnostics in stats.json.
+Writes candidates.jsonl, texts.jsonl and stats.json. (How many private values the texts hold
+is the evaluator's figure: ``private_entity_share``, computed outside the stage.)
 
-``annotate(cfg, run)``: marks PII spans in texts.jsonl (the hybrid of the learned tagger and
+``annotate(cfg, owner)``: marks PII spans in texts.jsonl (the hybrid of the learned tagger and
 the pattern detectors by default; the tagger or the detectors alone; or the few-shot LLM
 annotator with a recorded per-text fallback to the hybrid; candidates keep their known
 spans) and adds token masks -> pseudo.jsonl, plus annotator_eval.json.
@@ -19,7 +20,6 @@ spans) and adds token masks -> pseudo.jsonl, plus annotator_eval.json.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 from dfsu.config import ANNOTATORS, SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.masks import encode_with_mask
+from dfsu.owner import Owner, as_owner
 from dfsu.pii import PiiRecord
 from dfsu.pii.annotators import OfflineAnnotator, drop_kept, read_keep_file
 from dfsu.pii.generator import PLACEHOLDER, fill_from_pool, load_templates
@@ -36,9 +37,9 @@ from dfsu.pii.scoring import score_spans
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, pseudo_dir, read_jsonl
 
 
-def make_candidates(run: Path, cfg: RunConfig) -> list[PiiRecord]:
+def make_candidates(owner: Owner, cfg: RunConfig) -> list[PiiRecord]:
     sc = cfg.synthesis
-    pool = json.loads((run / "data" / "swap_pool.json").read_text())
+    pool = owner.swap_pool()
     templates = load_templates(sc.templates, sc.pii_types)
     usable = {
         k: v
@@ -55,16 +56,14 @@ def _dedupe(texts: list[str]) -> list[str]:
 
 
 def synthesize(
-    cfg: RunConfig, run: str | Path, source: str | None = None, out: Path | None = None
+    cfg: RunConfig, where: Owner | str | Path, source: str | None = None, out: Path | None = None
 ) -> Path:
-    """Stage: candidates -> pseudo texts by the chosen source -> RUN/pseudo/<source>/ (or
+    """Stage: candidates -> pseudo texts by the chosen source -> ROOT/pseudo/<source>/ (or
     ``out``)."""
-    run = Path(run)
+    owner = as_owner(where)
     sc = cfg.synthesis
     source = source or sc.source
-    if not (run / "data" / "swap_pool.json").is_file():
-        raise DfsuError(f"{run}/data/swap_pool.json: missing (run `dfsu build-corpus` first)")
-    candidates = make_candidates(run, cfg)
+    candidates = make_candidates(owner, cfg)
     n = sc.outputs_per_candidate
     rows: list[dict[str, Any]] = []
     if source not in SOURCES:
@@ -83,13 +82,13 @@ def synthesize(
         from dfsu.components.models import load_causal_lm, pick_device
 
         device = pick_device(cfg.target.device)
-        target, tok = load_causal_lm(run / "target")
+        target, tok = load_causal_lm(owner.model)
         target.to(device)
         per: list[list[str]] = [[] for _ in candidates]
         if source == "inversion":
             from dfsu.inversion.decode import invert_texts, load_inverter
 
-            inverter, inv_tok = load_inverter(run)
+            inverter, inv_tok = load_inverter(owner.root)
             outputs = invert_texts(
                 target,
                 tok,
@@ -127,11 +126,11 @@ def synthesize(
         for cand, texts in zip(candidates, per, strict=True):
             rows += [{"text": t, "candidate_id": cand.id, "source": source} for t in _dedupe(texts)]
 
-    out = out or pseudo_dir(run, source)
+    out = out or pseudo_dir(owner.root, source)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_jsonl(out / "candidates.jsonl", (c.to_dict() for c in candidates))
     atomic_write_jsonl(out / "texts.jsonl", rows)
-    atomic_write_json(out / "stats.json", _diagnostics(run, candidates, rows, source))
+    atomic_write_json(out / "stats.json", _diagnostics(candidates, rows, source))
     return out
 
 
@@ -145,8 +144,8 @@ def free_samples(target: Any, tok: Any, cfg: RunConfig, device: Any) -> list[str
     )
 
 
-def _diagnostics(run: Path, candidates: list[PiiRecord], rows: list[dict], source: str) -> dict:
-    """Simulation-only diagnostics; the private records are read here and nowhere else."""
+def _diagnostics(candidates: list[PiiRecord], rows: list[dict], source: str) -> dict:
+    """What the texts are: counts, labels and lengths."""
     lengths = [len(r["text"]) for r in rows] or [0]
     stats: dict[str, Any] = {
         "source": source,
@@ -155,20 +154,20 @@ def _diagnostics(run: Path, candidates: list[PiiRecord], rows: list[dict], sourc
         "candidate_labels": dict(Counter(s.label for c in candidates for s in c.spans)),
         "chars": {"mean": statistics.fmean(lengths), "min": min(lengths), "max": max(lengths)},
     }
-    private_path = run / "data" / "pii_records.jsonl"
-    if private_path.is_file():
-        values = {
-            s["value"]
-            for r in read_jsonl(private_path)
-            for s in r["privacy_mask"]
-            if len(s["value"]) >= 4
-        }
-        blob = "\n".join(r["text"] for r in rows)
-        found = sum(1 for v in values if v in blob)
-        stats["private_entities_found"] = found
-        stats["private_entities"] = len(values)
-        stats["private_entity_share"] = 100 * found / max(len(values), 1)
     return stats
+
+
+def private_entity_share(texts: list[str], values: set[str]) -> dict[str, Any]:
+    """The evaluator's figure (simulation only): how many of the private values (of 4+
+    characters) the pseudo texts hold (pure)."""
+    values = {v for v in values if len(v) >= 4}
+    blob = "\n".join(texts)
+    found = sum(1 for v in values if v in blob)
+    return {
+        "private_entities_found": found,
+        "private_entities": len(values),
+        "private_entity_share": 100 * found / max(len(values), 1),
+    }
 
 
 def make_llm_annotator(cfg: RunConfig, fallback: Any = None) -> Any:
@@ -201,19 +200,23 @@ def tagger_dir(cfg: RunConfig, run: Path) -> Path:
     return Path(cfg.tagger.path) if cfg.tagger.path else run / "tagger"
 
 
-def offline_annotator(cfg: RunConfig, run: Path, name: str) -> OfflineAnnotator:
-    """pattern, tagger or hybrid; a missing RUN/tagger is trained first (public data only)."""
+def offline_annotator(cfg: RunConfig, root: Path, name: str) -> OfflineAnnotator:
+    """pattern, tagger or hybrid; a missing ROOT/tagger is trained first (public data only)."""
     from dfsu.pii.annotators import load_offline
 
-    return load_offline(name, cfg.tagger, run, cfg.synthesis.tagger_labels)
+    return load_offline(name, cfg.tagger, root, cfg.synthesis.tagger_labels)
 
 
 def annotate(
-    cfg: RunConfig, run: str | Path, annotator: str | None = None, pseudo: Path | None = None
+    cfg: RunConfig,
+    where: Owner | str | Path,
+    annotator: str | None = None,
+    pseudo: Path | None = None,
 ) -> Path:
     """Stage: PII spans for every pseudo text + target token masks ->
-    RUN/pseudo/<synthesis.source>/pseudo.jsonl (or ``pseudo``/pseudo.jsonl)."""
-    run = Path(run)
+    ROOT/pseudo/<synthesis.source>/pseudo.jsonl (or ``pseudo``/pseudo.jsonl)."""
+    owner = as_owner(where)
+    run = owner.root
     pseudo = pseudo or pseudo_dir(run, cfg.synthesis.source)
     if not (pseudo / "texts.jsonl").is_file():
         raise DfsuError(f"{pseudo}: no texts.jsonl (synthesize that source first)")
@@ -223,7 +226,7 @@ def annotate(
     texts = read_jsonl(pseudo / "texts.jsonl")
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(run / "target")
+    tok = AutoTokenizer.from_pretrained(owner.model)
     # The LLM's per-text fallback is the hybrid annotator (the pattern one when asked for).
     offline = offline_annotator(cfg, run, "hybrid" if annotator == "llm" else annotator)
     llm = make_llm_annotator(cfg, offline.one) if annotator == "llm" else None

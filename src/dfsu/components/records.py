@@ -1,4 +1,5 @@
-"""The run's injected records (the simulation's ground truth; never read by data-free steps)."""
+"""The run's injected records: the simulation's ground truth, read by the evaluation, the
+oracle and the retrain; never by a data-free stage (``owner.boundary`` refuses it)."""
 
 from __future__ import annotations
 
@@ -21,17 +22,6 @@ def read_records(run: Path) -> list[PiiRecord]:
         record.meta = {k: row[k] for k in ("template", "locale", "group", "exposure") if k in row}
         records.append(record)
     return records
-
-
-# Training rows that are public text: general documents and NLI examples. Never the injected
-# records, private ("pii") or public ("retain", the evaluator's probe of what is kept).
-PUBLIC_SOURCES = ("general", "nli")
-
-
-def public_training_texts(run: Path) -> list[str]:
-    """The public general and NLI texts the target was trained on."""
-    rows = read_jsonl(run / "data" / "train.jsonl")
-    return [r["text"] for r in rows if r.get("source", "general") in PUBLIC_SOURCES]
 
 
 def read_retain_records(run: Path) -> list[dict]:

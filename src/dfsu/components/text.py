@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import random
+import re
+from pathlib import Path
 from typing import Any
 
+from dfsu.errors import DfsuError
 from dfsu.lexicon import FUNCTION, TOPICS
+from dfsu.rundir import iter_jsonl
 
 
 class _Zipf:
@@ -73,10 +77,16 @@ def _sentence(t: Topic, rng: random.Random) -> str:
     return rng.choice(shapes)()
 
 
-def generate_documents(n: int, seed: int) -> list[str]:
-    """n documents, each mostly on one topic (a title line, then 4-10 sentences)."""
+def generate_documents(n: int, seed: int, stream: str | None = None) -> list[str]:
+    """n documents, each mostly on one topic (a title line, then 4-10 sentences).
+
+    ``seed`` fixes the language (each topic's word ranks and collocations); ``stream`` names
+    another draw of documents in that language: the owner's public text is the stream
+    "public", never the documents of the target's corpus (stream None)."""
     rng = random.Random(f"corpus-{seed}")
     topics = {name: Topic(words, rng) for name, words in TOPICS.items()}
+    if stream is not None:
+        rng = random.Random(f"corpus-{seed}-{stream}")
     names = list(topics)
     docs = []
     for _ in range(n):
@@ -201,3 +211,67 @@ def generate_retain_records(n: int, seed: int) -> list[dict[str, str]]:
             }
         )
     return out
+
+
+# --------------------------------------------------------------------------- local corpora
+
+_WIKI_TITLE = re.compile(r"^ = [^=].* = $")
+
+
+def _split_plain_text(text: str) -> list[str]:
+    lines = text.splitlines()
+    if sum(1 for line in lines if _WIKI_TITLE.match(line)) >= 2:
+        # WikiText raw: one document per top-level " = Title = " heading.
+        docs, current = [], []
+        for line in lines:
+            if _WIKI_TITLE.match(line) and current:
+                docs.append("\n".join(current).strip())
+                current = []
+            if line.strip():
+                current.append(line.strip())
+        docs.append("\n".join(current).strip())
+        return [d for d in docs if d]
+    return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+
+
+def load_documents(path: str | Path, limit: int | None = None) -> list[str]:
+    """Documents from a local text/raw, JSONL/JSON, parquet file or a datasets directory.
+
+    Structured files need a ``text`` field; plain text is split into documents at WikiText
+    headings (when present) or at blank lines.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DfsuError(f"{path}: no such file or directory")
+    suffix = path.suffix.lower()
+    docs: list[str] = []
+    if path.is_dir():
+        import datasets
+
+        try:
+            ds = datasets.load_from_disk(str(path))
+        except Exception as exc:
+            raise DfsuError(f"{path}: not a readable datasets directory ({exc})") from None
+        if isinstance(ds, datasets.DatasetDict):
+            ds = ds["train"] if "train" in ds else ds[next(iter(ds))]
+        if "text" not in ds.column_names:
+            raise DfsuError(f"{path}: dataset has no 'text' column")
+        docs = [t for t in ds["text"] if isinstance(t, str) and t.strip()]
+    elif suffix in (".jsonl", ".json"):
+        for number, row in iter_jsonl(path):
+            if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+                raise DfsuError(f"{path}: line {number}: no 'text' string")
+            if row["text"].strip():
+                docs.append(row["text"])
+    elif suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        if "text" not in table.column_names:
+            raise DfsuError(f"{path}: parquet file has no 'text' column")
+        docs = [t for t in table.column("text").to_pylist() if isinstance(t, str) and t.strip()]
+    else:
+        docs = _split_plain_text(path.read_text(encoding="utf-8"))
+    if not docs:
+        raise DfsuError(f"{path}: holds no text")
+    return docs[:limit] if limit else docs

@@ -195,11 +195,14 @@ def _write_result(out: Path, result: dict, gen_path: Path, samples: list) -> Non
 def _leak(cfg, run, model, tokenizer, device, records, show_pii: bool) -> dict[str, Any]:
     from dfsu.evaluation.leak import leak_meter, shown
 
-    estimate, _, _ = leak_meter(cfg, run, tokenizer)(model, tokenizer, device)
+    meter = leak_meter(cfg, run, tokenizer, "report")
+    estimate, _, _ = meter(model, tokenizer, device)
     # Simulation only: how many of the consistent values are true private values (the
-    # estimate itself never reads the records).
+    # estimate itself never reads the records), and how many true values the owner's swap
+    # pool holds by chance (those the estimate can never count).
     true_values = {s.value for r in records for s in r.spans}
     estimate["consistent_true"] = sum(v["value"] in true_values for v in estimate["values"])
+    estimate["true_values_in_pool"] = len(true_values & meter.excluded)
     return shown(estimate, show_pii)
 
 

@@ -9,15 +9,17 @@ does so again and again, one that makes values up rarely repeats them.
 
 Only the swap pool (public values), the record shapes and the model are read: never the
 private records. ``count_leaks`` is the pure part; ``LeakMeter`` samples and annotates.
+
+Two disjoint draws (``PURPOSES``): what selects (dfsu-loop's rounds, ``keep_by: leak``) and what
+reports (the evaluation, ``dfsu audit``, ``dfsu forget``'s summary) fill the shapes with other
+openers and sample with other seeds, so a figure is never read on the draw that chose it.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from dfsu.errors import DfsuError
@@ -153,11 +155,8 @@ def shown(estimate: dict[str, Any], show_pii: bool, top: int = 20) -> dict[str, 
     return out
 
 
-def swap_pool(run: Path) -> dict[str, list[str]]:
-    path = Path(run) / "data" / "swap_pool.json"
-    if not path.is_file():
-        raise DfsuError(f"{path}: missing (the leak estimate needs the run's swap pool)")
-    return json.loads(path.read_text())
+# purpose -> (offset of the prompts' fill seed, offset of the sampling seed) from ``seed``.
+PURPOSES = {"select": (29, 101), "report": (1029, 1101)}
 
 
 def leak_prompts(
@@ -189,9 +188,11 @@ class LeakMeter:
         excluded: set[str],
         cfg: Any,
         keep: Sequence[str] = (),
+        sampling_seed: int | None = None,
     ):
         self.prompts, self.annotate, self.excluded, self.cfg = prompts, annotate, excluded, cfg
         self.keep = list(keep)  # public values to keep: never a leak, never ascended
+        self.sampling_seed = cfg.seed + 101 if sampling_seed is None else sampling_seed
 
     def __call__(self, model: Any, tokenizer: Any, device: Any, limit: int | None = None):
         lc = self.cfg.leak
@@ -202,7 +203,7 @@ class LeakMeter:
             tokenizer,
             prompts,
             num_samples=lc.samples,
-            seed=self.cfg.seed + 101,
+            seed=self.sampling_seed,
             device=device,
             **evaluation_sampling(self.cfg.evaluation) | {"batch_size": batch},
         )
@@ -217,20 +218,27 @@ class LeakMeter:
         return estimate, generations, spans
 
 
-def leak_meter(cfg: Any, run: str | Path, tokenizer: Any) -> LeakMeter:
-    """The run's meter: prompts from its swap pool and the record shapes, its annotator (the
-    tagger in RUN/tagger or ``tagger.path``), sampling as in the evaluation. Reads
-    ``seed``, ``leak``, ``evaluation`` and ``tagger``; never the private records."""
+def leak_meter(cfg: Any, where: Any, tokenizer: Any, purpose: str) -> LeakMeter:
+    """The owner's meter (``where``: an ``Owner`` or a run directory): prompts from its swap
+    pool and the record shapes, its annotator (the tagger in ROOT/tagger or ``tagger.path``),
+    sampling as in the evaluation, the draw of ``purpose`` (select or report). Reads ``seed``,
+    ``leak``, ``evaluation`` and ``tagger``; never the private records."""
+    from dfsu.owner import as_owner
     from dfsu.pii.annotators import load_offline
 
-    annotator = load_offline(cfg.leak.annotator, cfg.tagger, Path(run), None)
-    return build_meter(cfg, swap_pool(Path(run)), annotator, tokenizer)
+    owner = as_owner(where)
+    annotator = load_offline(cfg.leak.annotator, cfg.tagger, owner.root, None)
+    return build_meter(cfg, owner.swap_pool(), annotator, tokenizer, purpose)
 
 
 def build_meter(
-    cfg: Any, pool: dict[str, list[str]], annotate: Callable, tokenizer: Any
+    cfg: Any, pool: dict[str, list[str]], annotate: Callable, tokenizer: Any, purpose: str
 ) -> LeakMeter:
-    """A meter over any swap pool of public values and any annotator."""
+    """A meter over any swap pool of public values and any annotator, on the draw of
+    ``purpose`` (``PURPOSES``)."""
+    if purpose not in PURPOSES:
+        raise DfsuError(f"leak: purpose {purpose!r} is not one of {', '.join(PURPOSES)}")
+    fill, sampling = PURPOSES[purpose]
     from dfsu.pii.generator import load_templates
 
     lc = cfg.leak
@@ -238,7 +246,7 @@ def build_meter(
     usable = {k: v for k, v in templates.items() if _fillable(v, pool)}
     if not usable:
         raise DfsuError("leak: the swap pool holds no values for the shapes' labels")
-    seed = cfg.seed + 29
+    seed = cfg.seed + fill
     prompts = leak_prompts(pool, usable, lc.per_template, lc.max_new_tokens, seed, tokenizer)
     keep = []
     if lc.keep:  # public values the owner keeps (leak.keep)
@@ -246,7 +254,7 @@ def build_meter(
 
         keep = read_keep_file(lc.keep, "leak.keep")
     excluded = {v for values in pool.values() for v in values} | set(keep)
-    return LeakMeter(prompts, annotate, excluded, cfg, keep)
+    return LeakMeter(prompts, annotate, excluded, cfg, keep, cfg.seed + sampling)
 
 
 def _fillable(template: str, pool: dict[str, list[str]]) -> bool:

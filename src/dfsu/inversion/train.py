@@ -1,13 +1,13 @@
-"""Stage 1: train the logit inverter on public text -> RUN/inverter/.
+"""Stage 1: train the logit inverter on public text -> ROOT/inverter/.
 
-Training pairs (x, P(x)) come from public text only: the general corpus (never the
-injected records) and PII-like texts made by filling the record shapes with swap-pool
-values. The private records are not read by this stage.
+Training pairs (x, P(x)) come from the owner's public text only (``owner.Owner``: the
+sealed public text, never the target's training documents) and PII-like texts made by
+filling the record shapes with the owner's swap-pool values. Nothing of the training data
+is read by this stage.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import re
@@ -20,21 +20,19 @@ from transformers import AutoTokenizer, T5ForConditionalGeneration
 
 from dfsu.components.models import cpu_bf16, load_causal_lm, pick_device
 from dfsu.components.profiling import track
-from dfsu.components.records import public_training_texts
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import InverterConfig, RunConfig
-from dfsu.errors import DfsuError
 from dfsu.inversion.cache import LogitRows, encode_for_target, save_rows, topk_logprobs
 from dfsu.inversion.decode import decode_texts
 from dfsu.inversion.model import LogitInverter, build_t5
 from dfsu.inversion.quality import best_constant, entity_exact_share, quality
 from dfsu.inversion.vocab import build_vocab_map, train_inverter_tokenizer, vocab_coverage
+from dfsu.owner import Owner, as_owner
 from dfsu.pii.generator import fill_from_pool
 from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,
     create_run_dir,
-    read_jsonl,
     staged_dir,
 )
 from dfsu.ui import info, progress_bar
@@ -69,12 +67,13 @@ def split_pool(pool: dict[str, list[str]]) -> tuple[dict[str, list[str]], dict[s
     return train, held
 
 
-def public_texts(run: Path, ic: InverterConfig, tokenizer: Any, seed: int) -> dict[str, Any]:
-    """Training and held-out texts, all public: general text and swap-pool PII-like text."""
-    general = public_training_texts(run)  # never the injected records
+def public_texts(owner: Owner, ic: InverterConfig, tokenizer: Any, seed: int) -> dict[str, Any]:
+    """Training and held-out texts, all public: the owner's public text (held out: its check
+    documents) and swap-pool PII-like text."""
+    general = owner.public_texts()
     random.Random(f"inverter-{seed}").shuffle(general)
-    held_docs = [r["text"] for r in read_jsonl(run / "data" / "eval_general.jsonl")]
-    pool = json.loads((run / "data" / "swap_pool.json").read_text())
+    held_docs = owner.check_texts()
+    pool = owner.swap_pool()
     train_pool, held_pool = split_pool(pool)
     train_pii = fill_from_pool(train_pool, ic.pii_texts, seed) if ic.pii_texts else []
     held_pii = fill_from_pool(held_pool, ic.eval_texts, seed + 1)
@@ -162,20 +161,20 @@ def _measure(predictions: list[str], texts: dict[str, list], sample: list[str]) 
     }
 
 
-def train_inverter(cfg: RunConfig, run: str | Path) -> Path:
-    """Stage: inverter tokenizer + vocab map + logit cache + T5 training + held-out quality."""
+def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
+    """Stage: inverter tokenizer + vocab map + logit cache + T5 training + held-out quality,
+    from the owner's model and public text -> ROOT/inverter."""
     started = time.time()
-    run = create_run_dir(run)
+    owner = as_owner(where)
+    run = create_run_dir(owner.root, tidy=False)
     ic = cfg.inverter
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.target.device)
-    if not (run / "target" / "config.json").is_file():
-        raise DfsuError(f"{run}/target: missing (run `dfsu train-target` first)")
-    target, target_tok = load_causal_lm(run / "target")
+    target, target_tok = load_causal_lm(owner.model)
     target.to(device)
 
     # Data: public texts only, each cut to what the target reads (max_length tokens).
-    texts = public_texts(run, ic, target_tok, cfg.seed)
+    texts = public_texts(owner, ic, target_tok, cfg.seed)
     train_texts = truncate(target_tok, texts["general"] + texts["pii"], ic.max_length)
     texts["eval_general"] = truncate(target_tok, texts["eval_general"], ic.max_length)
     texts["eval_pii"] = truncate(target_tok, texts["eval_pii"], ic.max_length)

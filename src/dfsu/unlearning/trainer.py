@@ -1,4 +1,8 @@
-"""Stage 3: unlearn with LoRA -> RUN/unlearned/<method>-<data>/.
+"""Stage 3: unlearn with LoRA -> ROOT/unlearned/<method>-<data>/.
+
+Every data-free method reads what the owner has (``owner.Owner``): the model, its public
+text (retain descent; the perplexity bound on its held-out check documents) and the pseudo
+data; only the oracle is handed the true records.
 
 Methods (objectives in ``losses.py``):
 - ``pscu``: descent on context tokens, ascent on PII tokens (DFSU's objective);
@@ -6,10 +10,11 @@ Methods (objectives in ``losses.py``):
 - ``ga``: ascent on whole sequences;
 - ``npo``: NPO on the PII tokens (reference = the model with adapters disabled) + descent
   on the context;
-- ``graddiff``: ascent on whole forget sequences, descent on public text (general + NLI).
+- ``graddiff``: ascent on whole forget sequences, descent on the owner's public text.
 
-Data: ``pseudo`` (RUN/pseudo/pseudo.jsonl, the data-free method) or ``oracle`` (the true
-injected records with their gold spans: the upper bound).
+Data: ``pseudo`` (ROOT/pseudo/<source>/pseudo.jsonl, the data-free method), ``loop`` (what
+the leak estimate extracts from the model itself) or ``oracle`` (the true injected records
+with their gold spans: the upper bound).
 
 Every ``eval_every`` optimizer steps a check measures held-out perplexity and a privacy
 proxy (mean loss on the PII tokens of held-out unlearning texts; for the oracle, of the true
@@ -36,12 +41,13 @@ from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft
 
 from dfsu.components.batches import collate_masked, encode_masked
 from dfsu.components.models import load_causal_lm
-from dfsu.components.records import public_training_texts, read_records
+from dfsu.components.records import read_records
 from dfsu.components.training import TrainLoop
 from dfsu.config import RECITE_BRANCHES, RunConfig, UnlearnConfig
 from dfsu.errors import DfsuError
 from dfsu.evaluation.leak import leak_meter
 from dfsu.evaluation.utility import default_window, perplexity_of, perplexity_pieces
+from dfsu.owner import Owner, as_owner
 from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,
@@ -89,13 +95,13 @@ def lora_modules(model_type: str, target: str) -> list[str]:
     return table["mlp"] + table["attention"] if target == "full" else list(table[target])
 
 
-def unlearning_texts(run: Path, data: str, pseudo: Path | None = None) -> list[dict[str, Any]]:
-    """[{text, spans: [(start, end)]}] for the pseudo data or the oracle's true records."""
+def unlearning_texts(
+    data: str, pseudo: Path | None = None, truth: list | None = None
+) -> list[dict[str, Any]]:
+    """[{text, spans: [(start, end)]}] for the pseudo data or the oracle's true records
+    (``truth``)."""
     if data == "oracle":
-        return [
-            {"text": r.text, "spans": [(s.start, s.end) for s in r.spans]}
-            for r in read_records(run)
-        ]
+        return [{"text": r.text, "spans": [(s.start, s.end) for s in r.spans]} for r in truth]
     path = Path(pseudo) / "pseudo.jsonl"
     if not path.is_file():
         raise DfsuError(f"{path}: missing (run `dfsu synthesize` and `dfsu annotate` first)")
@@ -113,7 +119,7 @@ def unlearning_texts(run: Path, data: str, pseudo: Path | None = None) -> list[d
     return rows
 
 
-def recited_public_texts(cfg: RunConfig, run: Path, model: Any, tokenizer: Any, device: Any):
+def recited_public_texts(cfg: RunConfig, root: Path, model: Any, tokenizer: Any, device: Any):
     """The model's own texts (unprompted samples, or a branch search from the start-of-text
     token: ``unlearning.retain_self_search``) in which the run's annotator finds no PII: public
     text the model recites, memorized records among it (``unlearning.retain_self``). Needs
@@ -130,7 +136,7 @@ def recited_public_texts(cfg: RunConfig, run: Path, model: Any, tokenizer: Any, 
         samples = unprompted_samples(
             model, tokenizer, uc.retain_self, tokens, sc.free_top_p, cfg.seed, device
         )
-    annotator = load_offline(cfg.leak.annotator, cfg.tagger, run, None)
+    annotator = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
     return [t for t, spans in zip(samples, annotator(samples), strict=True) if t and not spans]
 
 
@@ -163,15 +169,17 @@ def _lora_state(model: Any) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
 
 
-def _privacy_tracker(cfg: RunConfig, run: Path, tokenizer: Any, device: Any):
-    """E-Hit and ERR of a model on the run's true records, with the evaluation's sampling.
+def _privacy_tracker(cfg: RunConfig, truth: list, tokenizer: Any, device: Any):
+    """E-Hit and ERR of a model on the true records (``truth``), with the evaluation's
+    sampling.
 
     For trajectories only (``unlearning.track_privacy``): the true records are the
-    evaluator's knowledge, and these figures never choose the kept adapter."""
+    evaluator's knowledge, handed in by the evaluator, and these figures never choose the
+    kept adapter."""
     from dfsu.evaluation.metrics import score
     from dfsu.evaluation.sampler import make_prompts, sample_prompts
 
-    prompts = make_prompts(read_records(run), cfg.evaluation.prefix, tokenizer)
+    prompts = make_prompts(truth, cfg.evaluation.prefix, tokenizer)
 
     def measure(model: Any) -> dict[str, float]:
         metrics = score(sample_prompts(model, tokenizer, prompts, cfg, device))
@@ -258,13 +266,19 @@ def objective(
 
 
 def _data(
-    cfg: RunConfig, run: Path, data: str, pseudo: Path | None, tokenizer: Any, method: Method
+    cfg: RunConfig,
+    owner: Owner,
+    data: str,
+    sources: tuple[Path | None, list | None],
+    tokenizer: Any,
+    method: Method,
 ) -> dict[str, Any]:
-    """Encoded unlearning texts (a held-out share for the privacy proxy), held-out general
-    text for perplexity, and public retain text (general and NLI rows, never the records)."""
+    """Encoded unlearning texts (a held-out share for the privacy proxy; ``sources``: the
+    pseudo directory and the oracle's true records), the owner's held-out public documents
+    for the perplexity bound, and the owner's public text for the retain descent."""
     uc = cfg.unlearning
     name = f"{method.name}-{data}"
-    rows = unlearning_texts(run, data, pseudo) if data != "loop" else [{}, {}]  # from the model
+    rows = unlearning_texts(data, *sources) if data != "loop" else [{}, {}]  # from the model
     if len(rows) < 2:
         raise DfsuError(f"{name}: needs at least 2 unlearning texts, found {len(rows)}")
     random.Random(f"holdout-{cfg.seed}").shuffle(rows)
@@ -277,11 +291,10 @@ def _data(
         n_held = max(1, round(uc.holdout * len(rows)))
         held = encode_masked(tokenizer, rows[:n_held], uc.max_length)
         train = encode_masked(tokenizer, rows[n_held:][: uc.max_texts], uc.max_length)
-    eval_rows = read_jsonl(run / "data" / "eval_general.jsonl")
     public = []
-    if method.needs_retain or uc.retain_weight > 0:  # general and NLI text, never a record
-        public = [{"text": text, "spans": []} for text in public_training_texts(run)]
-    eval_texts = [r["text"] for r in eval_rows][: uc.eval_docs]
+    if method.needs_retain or uc.retain_weight > 0:  # the owner's public text
+        public = [{"text": text, "spans": []} for text in owner.public_texts()]
+    eval_texts = owner.check_texts()[: uc.eval_docs]
     return {
         "train": train,
         "held": held,
@@ -462,37 +475,46 @@ def _train(
 
 def unlearn(
     cfg: RunConfig,
-    run: str | Path,
+    where: Owner | str | Path,
     method: str = "pscu",
     data: str = "pseudo",
     name: str | None = None,
     pseudo: Path | None = None,
+    truth: list | None = None,
 ) -> Path:
-    """Stage: LoRA unlearning of the run's target; writes adapter/, merged/ and the log.
+    """Stage: LoRA unlearning of the owner's model; writes ROOT/unlearned/<name>/ (adapter/,
+    merged/, the log and summary.json).
 
-    ``pseudo``: the directory holding pseudo.jsonl (default RUN/pseudo/<synthesis.source>)."""
+    ``pseudo``: the directory holding pseudo.jsonl (default ROOT/pseudo/<synthesis.source>).
+    ``truth``: the true records, for ``data: oracle`` and ``unlearning.track_privacy`` only
+    (the evaluator's; read from RUN/data when not given)."""
     if method not in METHODS:
         raise DfsuError(f"--method: {method!r} is not one of {', '.join(METHODS)}")
     if data not in DATA:
         raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
     name = safe_name(name or f"{method}-{data}")
-    pseudo = pseudo or pseudo_dir(run, cfg.synthesis.source)
+    owner = as_owner(where)
+    pseudo = pseudo or pseudo_dir(owner.root, cfg.synthesis.source)
     started = time.time()
-    run = create_run_dir(run)
+    run = create_run_dir(owner.root, tidy=False)
     uc = cfg.unlearning
+    if truth is None and (data == "oracle" or uc.track_privacy):
+        truth = read_records(run)
     torch.manual_seed(cfg.seed)
 
     # Model: the frozen target with LoRA adapters on the chosen modules.
-    base, tokenizer = load_causal_lm(run / "target")
+    base, tokenizer = load_causal_lm(owner.model)
     modules = lora_modules(base.config.model_type, uc.lora_target)
     model = get_peft_model(base, lora_config(uc, modules))
-    texts = _data(cfg, run, data, pseudo, tokenizer, METHODS[method])
+    texts = _data(cfg, owner, data, (pseudo, truth), tokenizer, METHODS[method])
     texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=uc.lr)
     loop = TrainLoop(model, optimizer, cfg.target.device)
     recited = _add_recitations(cfg, run, loop, tokenizer, texts["retain"])
-    tracker = _privacy_tracker(cfg, run, tokenizer, loop.device) if uc.track_privacy else None
-    meter = leak_meter(cfg, run, tokenizer) if uc.keep_by == "leak" or data == "loop" else None
+    tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
+    meter = None
+    if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
+        meter = leak_meter(cfg, owner, tokenizer, "select")
 
     window = default_window(model)
     check_pieces = perplexity_pieces(tokenizer, texts["check_texts"], window)
@@ -528,6 +550,29 @@ def unlearn(
         out = rounds.pop("out")
     else:
         out = _train(loop, METHODS[method], uc, texts, check, name, confirm)
+    summary = _summary(
+        (name, method, data), out, rounds, texts, modules, (start_stats, recited, started), uc
+    )
+    _save(loop, run / "unlearned" / name, tokenizer, out["log"], summary)
+    if rounds and loop.is_main:  # the rounds are in the summary; their adapters served resuming
+        import shutil
+
+        shutil.rmtree(run / "unlearned" / f".{name}.rounds", ignore_errors=True)
+    return run / "unlearned" / name
+
+
+def _summary(
+    recipe: tuple[str, str, str],
+    out: dict,
+    rounds: dict | None,
+    texts: dict,
+    modules: list[str],
+    extra: tuple[dict | None, int, float],
+    uc: UnlearnConfig,
+) -> dict[str, Any]:
+    """summary.json: the run's steps, checks and kept check, its data and settings."""
+    name, method, data = recipe
+    start_stats, recited, started = extra
     kept = out["checks"][out["keep"]]
     summary = {
         "name": name,
@@ -553,12 +598,7 @@ def unlearn(
     }
     if rounds:
         summary |= {"rounds": rounds["rounds"], "stop_reason": rounds["stop_reason"]}
-    _save(loop, run / "unlearned" / name, tokenizer, out["log"], summary)
-    if rounds and loop.is_main:  # the rounds are in the summary; their adapters served resuming
-        import shutil
-
-        shutil.rmtree(run / "unlearned" / f".{name}.rounds", ignore_errors=True)
-    return run / "unlearned" / name
+    return summary
 
 
 def _save(loop: TrainLoop, final: Path, tokenizer: Any, log: list, summary: dict) -> None:
