@@ -19,7 +19,7 @@ STAGES = {
     "dfsu.evaluation.evaluate",
     "dfsu.report",
 }
-ORCHESTRATORS = {"dfsu.cli", "dfsu.pipeline", "dfsu.sweep", "dfsu.__main__"}
+ORCHESTRATORS = {"dfsu.cli", "dfsu.pipeline", "dfsu.sweep", "dfsu.forget", "dfsu.__main__"}
 
 
 def _modules() -> dict[str, Path]:

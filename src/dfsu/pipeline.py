@@ -22,7 +22,7 @@ from typing import Any
 from dfsu.components import profiling
 from dfsu.config import SOURCES, RunConfig, config_to_dict, neutral_free
 from dfsu.errors import DfsuError
-from dfsu.owner import boundary
+from dfsu.owner import Owner, boundary
 from dfsu.rundir import (
     atomic_write_json,
     create_run_dir,
@@ -261,7 +261,7 @@ def run_pipeline(
     -> report. Rows of an earlier results.json that ``rows`` leaves out are an error unless
     ``drop_rows``."""
     from dfsu.corpus import build_corpus
-    from dfsu.owner import seal_target
+    from dfsu.owner import run_owner, seal_target
     from dfsu.report import write_report
     from dfsu.target import retrain_target, train_target
 
@@ -304,9 +304,10 @@ def run_pipeline(
         "seal", stage_upstream(cfg, "seal", keys), seal_outputs(run), lambda c: seal_target(c, run)
     )
     # Stages 1-3: pseudo-PII per source, one adapter per row; then every model's evaluation.
-    keys["tagger"] = _tagger_stage(cfg, run, stage, _needs_pseudo(rows))
-    sources = _pseudo_stages(cfg, run, stage, rows, keys)
-    model_dirs = _unlearn_stages(cfg, run, stage, rows, keys)
+    owner = run_owner(run)
+    keys["tagger"] = tagger_stage(cfg, run, stage, _needs_pseudo(rows))
+    sources = pseudo_stages(cfg, owner, stage, rows, keys)
+    model_dirs = unlearn_stages(cfg, owner, stage, rows, keys)
     results = _evaluate_rows(cfg, run, stage, rows, keys, model_dirs, show_pii)
 
     add_vs_retrain(results, _suffix_losses(run, rows, model_dirs))
@@ -440,7 +441,7 @@ def run_stage(
             lambda c: seal_target(c, run),
         )
         if name.startswith(("annotate:", "unlearn:")) and "tagger" not in keys:
-            keys["tagger"] = _tagger_stage(cfg, run, before, True)
+            keys["tagger"] = tagger_stage(cfg, run, before, True)
     stage = Stages(cfg, run, {name}, keep_profile=True)
     stage(name, stage_upstream(cfg, name, keys, recipe), outputs, fn, sealed)
 
@@ -449,13 +450,16 @@ def _needs_pseudo(rows: list[str]) -> bool:
     return any(r in SOURCE_ROWS or UNLEARNED.get(r, ("", ""))[1] == "pseudo" for r in rows)
 
 
-def _pseudo_stages(
-    cfg: RunConfig, run: Path, stage: Stages, rows: list[str], keys: dict[str, Any]
+def pseudo_stages(
+    cfg: RunConfig, owner: Owner, stage: Stages, rows: list[str], keys: dict[str, Any]
 ) -> set[str]:
     """The inverter (when a row needs inversion) and pseudo-PII per source, each in
-    RUN/pseudo/<source>/; their keys join ``keys``. Returns the sources."""
+    ROOT/pseudo/<source>/, from the owner's side only; their keys join ``keys``. Returns the
+    sources. (`dfsu run` and `dfsu forget` share it.)"""
     from dfsu.inversion.train import train_inverter
     from dfsu.synthesis import annotate, synthesize
+
+    run = owner.root
 
     sources = {cfg.synthesis.source} | {r.split("-", 1)[1] for r in rows if r in SOURCE_ROWS}
     if not _needs_pseudo(rows):
@@ -465,7 +469,7 @@ def _pseudo_stages(
             "inverter",
             stage_upstream(cfg, "inverter", keys),
             [run / "inverter" / "model.safetensors"],
-            lambda c: train_inverter(c, run),
+            lambda c: train_inverter(c, owner),
         )
     for source in sorted(sources):
         out = pseudo_dir(run, source)
@@ -474,25 +478,28 @@ def _pseudo_stages(
             name,
             stage_upstream(cfg, name, keys),
             [out / "texts.jsonl"],
-            lambda c, s=source, o=out: synthesize(c, run, s, o),
+            lambda c, s=source, o=out: synthesize(c, owner, s, o),
         )
         name = f"annotate:{source}"
         keys[name] = stage(
             name,
             stage_upstream(cfg, name, keys),
             [out / "pseudo.jsonl"],
-            lambda c, o=out: annotate(c, run, None, o),
+            lambda c, o=out: annotate(c, owner, None, o),
         )
     return sources
 
 
-def _unlearn_stages(
-    cfg: RunConfig, run: Path, stage: Stages, rows: list[str], keys: dict[str, Any]
+def unlearn_stages(
+    cfg: RunConfig, owner: Owner, stage: Stages, rows: list[str], keys: dict[str, Any]
 ) -> dict[str, Path | None]:
-    """One adapter per unlearned row (keys join ``keys``); ``dfsu-<configured source>``
-    shares the dfsu row's. Returns each row's model directory (None: the dfsu row's)."""
+    """One adapter per unlearned row of the owner's model (keys join ``keys``);
+    ``dfsu-<configured source>`` shares the dfsu row's. Returns each row's model directory
+    (None: the dfsu row's). (`dfsu run` and `dfsu forget` share it.)"""
     from dfsu.components.records import read_records
     from dfsu.unlearning.trainer import unlearn
+
+    run = owner.root
 
     model_dirs: dict[str, Path | None] = {row: run / d for row, d in TRAINED.items()}
     for row in rows:
@@ -510,7 +517,7 @@ def _unlearn_stages(
             name,
             stage_upstream(cfg, name, keys),
             [run / "unlearned" / row / "merged" / "model.safetensors"],
-            lambda c, r=row, m=method, d=data, p=pseudo, t=truth: unlearn(c, run, m, d, r, p, t),
+            lambda c, r=row, m=method, d=data, p=pseudo, t=truth: unlearn(c, owner, m, d, r, p, t),
         )
         model_dirs[row] = run / "unlearned" / row / "merged"
     return model_dirs
@@ -565,7 +572,7 @@ def _inverter_summary(run: Path) -> dict[str, Any] | None:
     return {k: m[k] for k in keys}
 
 
-def _tagger_stage(cfg: RunConfig, run: Path, stage: Stages, pseudo: bool) -> str:
+def tagger_stage(cfg: RunConfig, run: Path, stage: Stages, pseudo: bool) -> str:
     """The tagger the annotators use (pseudo-PII annotation when ``pseudo``, the leak
     estimate): ``tagger.path`` as given, or trained into RUN/tagger; "" when no annotator
     needs one."""

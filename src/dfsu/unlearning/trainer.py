@@ -140,14 +140,16 @@ def recited_public_texts(cfg: RunConfig, root: Path, model: Any, tokenizer: Any,
     return [t for t, spans in zip(samples, annotator(samples), strict=True) if t and not spans]
 
 
-def lora_config(uc: UnlearnConfig, modules: list[str]) -> LoraConfig:
-    """The adapters every method trains: rank, alpha and dropout from the config."""
+def lora_config(uc: UnlearnConfig, modules: list[str], model_type: str = "") -> LoraConfig:
+    """The adapters every method trains: rank, alpha and dropout from the config (GPT-2's
+    Conv1D layers store their weights transposed: ``fan_in_fan_out``)."""
     return LoraConfig(
         r=uc.lora_r,
         lora_alpha=uc.lora_alpha,
         lora_dropout=uc.lora_dropout,
         target_modules=modules,
         task_type="CAUSAL_LM",
+        fan_in_fan_out=model_type == "gpt2",
     )
 
 
@@ -505,7 +507,7 @@ def unlearn(
     # Model: the frozen target with LoRA adapters on the chosen modules.
     base, tokenizer = load_causal_lm(owner.model)
     modules = lora_modules(base.config.model_type, uc.lora_target)
-    model = get_peft_model(base, lora_config(uc, modules))
+    model = get_peft_model(base, lora_config(uc, modules, base.config.model_type))
     texts = _data(cfg, owner, data, (pseudo, truth), tokenizer, METHODS[method])
     texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=uc.lr)

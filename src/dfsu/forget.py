@@ -1,0 +1,295 @@
+"""`dfsu forget`: the model owner's command. A local causal LM in, the same model with the PII
+it leaks unlearned out; nothing else is read but public text.
+
+The stages are the simulation's data-free stages, run through the same pipeline code
+(``pipeline.Stages``: resumable, keyed) around the owner's model directory instead of a
+sealed copy: the owner's public text and swap pool (OUT/sealed), the tagger, then the
+method (default: the closed loop on what the leak estimate extracts; or the paper's
+inversion, or another pseudo source), and the leak estimate and perplexity of the model
+before and after, on the estimate's report draw and on held-out public documents that
+neither trained nor selected anything.
+
+OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT), OUT/summary.json, OUT/report.html;
+the work in OUT/sealed, OUT/tagger, OUT/pseudo, OUT/unlearned, OUT/eval; all owner-only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from dfsu.config import RunConfig, config_to_dict
+from dfsu.errors import DfsuError
+from dfsu.owner import MODEL_FILES, Owner, seal_public
+from dfsu.rundir import atomic_write_json, create_run_dir, owner_only, save_config, staged_dir
+
+# --method -> (the simulation's row it is, pseudo source or None for the loop)
+FORGET_METHODS = {
+    "loop": ("dfsu-loop", None),
+    "inversion": ("dfsu", "inversion"),
+    "self": ("dfsu", "self"),
+    "free": ("dfsu", "free"),
+    "candidates": ("dfsu", "candidates"),
+}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt")
+
+
+def check_model_dir(path: str | Path) -> Path:
+    """The model directory, resolved, or a one-line error saying what is missing: a Hugging
+    Face config of an architecture dfsu puts LoRA on, safetensors weights, a tokenizer."""
+    from dfsu.unlearning.trainer import LORA_MODULES
+
+    path = Path(path)
+    if not path.is_dir():
+        raise DfsuError(f"--model {path}: not a directory")
+    config = path / "config.json"
+    if not config.is_file():
+        raise DfsuError(f"--model {path}: no config.json (not a Hugging Face model directory)")
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        raise DfsuError(f"{config}: not a JSON object") from None
+    if model_type not in LORA_MODULES:
+        raise DfsuError(
+            f"{config}: model_type {model_type!r} has no LoRA module map "
+            f"(known: {', '.join(sorted(LORA_MODULES))})"
+        )
+    if not any(path.glob("*.safetensors")):
+        pickled = sorted(p.name for p in path.glob("*.bin"))[:3]
+        found = (
+            f" (found {', '.join(pickled)}: pickled weights are never loaded)" if pickled else ""
+        )
+        raise DfsuError(f"--model {path}: no *.safetensors weights{found}")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES) and not any(
+        path.glob("*.model")
+    ):
+        raise DfsuError(f"--model {path}: no tokenizer files ({', '.join(TOKENIZER_FILES)})")
+    return path.resolve()
+
+
+def model_fingerprint(path: Path) -> str:
+    """A key of the model directory's files (names, sizes, modification times): a changed
+    model redoes every stage, without hashing gigabytes of weights."""
+    entries = []
+    for pattern in MODEL_FILES:
+        for p in sorted(path.glob(pattern)):
+            st = p.stat()
+            entries.append([p.name, st.st_size, st.st_mtime_ns])
+    blob = json.dumps([str(path), entries], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def forget_dir(out: str | Path) -> Path:
+    """OUT created 0700, or an earlier forget's OUT to resume; anything else is refused."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or out.is_symlink()):
+        raise DfsuError(f"--out {out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
+        raise DfsuError(f"--out {out}: a non-empty directory that no `dfsu forget` wrote")
+    return create_run_dir(out)
+
+
+def forget(
+    cfg: RunConfig,
+    model: str | Path,
+    out: str | Path,
+    method: str = "loop",
+    force: list[str] | None = None,
+    show_pii: bool = False,
+) -> dict[str, Any]:
+    """The owner's run: seal the public side, tagger, the method's stages, the measurements
+    before and after, then OUT/merged, OUT/adapter, OUT/summary.json and OUT/report.html."""
+    from dfsu.pipeline import (
+        Stages,
+        check_force,
+        pseudo_stages,
+        stage_upstream,
+        tagger_stage,
+        unlearn_stages,
+    )
+
+    if method not in FORGET_METHODS:
+        raise DfsuError(f"--method: {method!r} is not one of {', '.join(FORGET_METHODS)}")
+    if cfg.unlearning.track_privacy:
+        raise DfsuError("unlearning.track_privacy: needs the true records, which an owner lacks")
+    model = check_model_dir(model)
+    check_force(force or [])
+    row, source = FORGET_METHODS[method]
+    if source is not None:
+        cfg = dataclasses.replace(cfg, synthesis=dataclasses.replace(cfg.synthesis, source=source))
+    started = time.time()
+    out = forget_dir(out)
+    save_config(out, cfg)
+    owner = Owner(out, model)
+    stage = Stages(cfg, out, set(force or []))
+    keys: dict[str, Any] = {"target": model_fingerprint(model)}  # the model, as given
+    keys["seal"] = stage(
+        "seal",
+        stage_upstream(cfg, "seal", keys),
+        [out / "sealed" / "swap_pool.json", out / "sealed" / "report.jsonl"],
+        lambda c: seal_public(c, out),
+    )
+    keys["tagger"] = tagger_stage(cfg, out, stage, True)
+    pseudo_stages(cfg, owner, stage, [row], keys)
+    unlearn_stages(cfg, owner, stage, [row], keys)
+    unlearned = out / "unlearned" / row
+    measured = {}
+    for name, directory in (("original", model), (row, unlearned / "merged")):
+        path = out / "eval" / f"{name}.json"
+        stage(
+            f"evaluate:{name}",
+            stage_upstream(cfg, f"evaluate:{name}", keys),
+            [path],
+            lambda c, d=directory, p=path: measure(c, owner, d, p, show_pii),
+        )
+        measured[name] = json.loads(path.read_text())
+    publish(unlearned, out)
+    summary = forget_summary(cfg, model, method, measured, unlearned, show_pii)
+    summary["seconds"] = round(time.time() - started, 1)
+    atomic_write_json(out / "summary.json", summary)
+    write_forget_report(out / "report.html", summary)
+    owner_only(out)
+    return summary
+
+
+def measure(cfg: Any, owner: Owner, model_dir: Path, path: Path, show_pii: bool) -> None:
+    """The leak estimate (report draw) and the perplexity on the held-out report documents
+    of one model -> ``path``."""
+    from dfsu.components.models import load_causal_lm, pick_device
+    from dfsu.evaluation.leak import leak_meter, shown
+    from dfsu.evaluation.utility import perplexity
+
+    device = pick_device(cfg.target.device)
+    model, tokenizer = load_causal_lm(model_dir)
+    model.to(device).eval()
+    texts = owner.report_texts()
+    estimate, _, _ = leak_meter(cfg, owner, tokenizer, "report")(model, tokenizer, device)
+    result = {
+        "model": str(model_dir),
+        "leak_estimate": shown(estimate, show_pii),
+        "ppl": perplexity(model, tokenizer, texts, device=device),
+        "report_documents": len(texts),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write_json(path, result)
+
+
+def _link_or_copy(src: str, dst: str) -> str:
+    try:
+        os.link(src, dst)  # same file system: no second copy of the weights
+    except OSError:
+        shutil.copy2(src, dst)
+    return dst
+
+
+def publish(unlearned: Path, out: Path) -> None:
+    """OUT/merged and OUT/adapter from the kept unlearning, each replaced whole."""
+    for part in ("merged", "adapter"):
+        with staged_dir(out / part) as tmp:
+            shutil.copytree(unlearned / part, tmp, dirs_exist_ok=True, copy_function=_link_or_copy)
+
+
+def _leak_view(estimate: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "consistent": estimate["consistent"],
+        "emitted": estimate["emitted"],
+        "degenerate": estimate["degenerate"],
+        "by_label": {k: v["consistent"] for k, v in estimate["by_label"].items()},
+        "values": estimate["values"],
+    }
+
+
+def forget_summary(
+    cfg: RunConfig,
+    model: Path,
+    method: str,
+    measured: dict[str, dict[str, Any]],
+    unlearned: Path,
+    show_pii: bool,
+) -> dict[str, Any]:
+    """summary.json: the leak estimate and perplexity before and after, the bound as
+    checked, the steps (and rounds), the settings."""
+    (_, before), (_, after) = measured.items()
+    run = json.loads((unlearned / "summary.json").read_text())
+    kept = run["kept_check"]
+    lb, la = _leak_view(before["leak_estimate"]), _leak_view(after["leak_estimate"])
+    reduction = 100 * (1 - la["consistent"] / lb["consistent"]) if lb["consistent"] else None
+    kept_ppl = kept.get("ppl_all_docs", kept["ppl"])
+    return {
+        "model": str(model),
+        "method": method,
+        "leak": {
+            "before": lb,
+            "after": la,
+            "reduction_pct": None if reduction is None else round(reduction, 2),
+            "prompts": before["leak_estimate"]["prompts"],
+            "draw": "report (prompts and sampling seeds apart from those the method selects on)",
+        },
+        "perplexity": {
+            "documents": before["report_documents"],
+            "before": before["ppl"],
+            "after": after["ppl"],
+            "ratio": round(after["ppl"] / before["ppl"], 4),
+        },
+        "bound": {
+            "check_documents": run["check_docs"],
+            "start": run["start_ppl"],
+            "kept": kept_ppl,
+            "limit": run["ppl_bound"],
+            "within": kept_ppl <= run["ppl_bound"] * (1 + 1e-6),
+        },
+        "steps": run["steps"],
+        "kept_step": run["kept_step"],
+        "stop_reason": run["stop_reason"],
+        "rounds": [
+            {k: r[k] for k in ("round", "consistent", "degenerate", "steps", "ppl")}
+            for r in run.get("rounds", [])
+        ],
+        "values_shown": "true values" if show_pii else "masked",
+        "outputs": {"merged": "merged", "adapter": "adapter"},
+        "settings": {k: config_to_dict(cfg)[k] for k in ("seed", "unlearning", "leak", "public")},
+    }
+
+
+def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
+    """OUT/report.html: one self-contained page (inline CSS, no scripts, no network)."""
+    import html
+
+    from dfsu.components.html import CSS
+    from dfsu.rundir import atomic_write_text
+
+    leak, ppl, bound = summary["leak"], summary["perplexity"], summary["bound"]
+    labels = sorted(set(leak["before"]["by_label"]) | set(leak["after"]["by_label"]))
+    rows = "".join(
+        f"<tr><td>{html.escape(label)}</td><td>{leak['before']['by_label'].get(label, 0)}</td>"
+        f"<td>{leak['after']['by_label'].get(label, 0)}</td></tr>"
+        for label in labels
+    )
+    values = "".join(
+        f"<tr><td>{html.escape(v['value'])}</td><td>{html.escape(v['label'])}</td>"
+        f"<td>{v['samples']}</td></tr>"
+        for v in leak["before"]["values"]
+    )
+    reduction = leak["reduction_pct"]
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>dfsu forget</title>
+<style>{CSS}</style></head><body><h1>dfsu forget</h1>
+<p>model: <code>{html.escape(summary["model"])}</code>; method: {html.escape(summary["method"])};
+{summary["steps"]} steps ({html.escape(summary["stop_reason"] or "")}).</p>
+<h2>Leak estimate</h2><p>consistent values {leak["before"]["consistent"]} &rarr;
+{leak["after"]["consistent"]}{"" if reduction is None else f" ({reduction:.1f} % fewer)"} over
+{leak["prompts"]} prompts; {html.escape(leak["draw"])}.</p>
+<table><tr><th>label</th><th>before</th><th>after</th></tr>{rows}</table>
+<h2>Utility</h2><p>perplexity on {ppl["documents"]} held-out public documents
+{ppl["before"]:.3f} &rarr; {ppl["after"]:.3f} (&times;{ppl["ratio"]:.3f}); the bound, checked on
+{bound["check_documents"]} other documents: {bound["start"]:.3f} &rarr; {bound["kept"]:.3f}
+(limit {bound["limit"]:.3f}, {"within" if bound["within"] else "NOT within"}).</p>
+<h2>Values the model emitted before ({html.escape(summary["values_shown"])})</h2>
+<table><tr><th>value</th><th>label</th><th>samples</th></tr>{values}</table>
+</body></html>"""
+    atomic_write_text(path, page)

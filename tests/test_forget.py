@@ -1,0 +1,212 @@
+"""`dfsu forget`: the owner's command, on a model taken out of its run and on small random
+GPT-2 and Llama checkpoints; its one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+
+import pytest
+from conftest import FAST_UNLEARNING, MICRO, MICRO_INVERTER
+
+from dfsu.cli import main
+
+LOOP = [
+    *MICRO,
+    *FAST_UNLEARNING,
+    "unlearning.loop_rounds=2",
+    "unlearning.loop_steps=3",
+    "evaluation.num_samples=2",
+]
+
+
+def _model_out_of_its_run(trained_micro_run, tmp_path):
+    """The micro target alone: model files only, no run directory around it."""
+    from dfsu.owner import copy_model
+
+    _, run = trained_micro_run
+    model = tmp_path / "owner" / "model"
+    copy_model(run / "target", model)
+    return model
+
+
+def _forget(model, out, *extra, config=LOOP):
+    return main(["--quiet", "forget", "--model", str(model), "--out", str(out), *extra, *config])
+
+
+@pytest.mark.slow
+def test_forget_on_a_model_without_its_run_writes_the_owner_outputs(
+    trained_micro_run, tmp_path, capsys
+):
+    model = _model_out_of_its_run(trained_micro_run, tmp_path)
+    out = tmp_path / "forgotten"
+    assert _forget(model, out) == 0
+    assert {p.name for p in out.iterdir()} >= {
+        "adapter",
+        "config.yaml",
+        "eval",
+        "manifest.json",
+        "merged",
+        "report.html",
+        "sealed",
+        "summary.json",
+        "tagger",
+        "unlearned",
+    }
+    assert (out / "merged" / "model.safetensors").is_file()
+    assert (out / "merged" / "tokenizer.json").is_file()
+    assert (out / "adapter" / "adapter_model.safetensors").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == "loop" and summary["values_shown"] == "masked"
+    leak = summary["leak"]
+    assert leak["before"]["consistent"] >= leak["after"]["consistent"] >= 0
+    assert sum(leak["before"]["by_label"].values()) == leak["before"]["consistent"]
+    assert all("•" in v["value"] for v in leak["before"]["values"])  # masked
+    assert summary["bound"]["within"] and summary["perplexity"]["documents"] == 10
+    assert summary["rounds"] and summary["rounds"][0]["round"] == 0
+    page = (out / "report.html").read_text()
+    assert page.startswith("<!doctype html>") and "<script" not in page
+    loose = [p for p in [out, *out.rglob("*")] if p.stat().st_mode & 0o077]
+    assert not loose, loose[:5]  # owner-only
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    # The same command again resumes: every stage is up to date, the outputs unchanged.
+    before = (out / "merged" / "model.safetensors").read_bytes()
+    capsys.readouterr()
+    assert main(["forget", "--model", str(model), "--out", str(out), *LOOP]) == 0
+    err = capsys.readouterr().err
+    assert "unlearn:dfsu-loop: up to date" in err and "leak" in err
+    assert (out / "merged" / "model.safetensors").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_forget_by_inversion_trains_the_inverter_on_the_owners_public_files(
+    trained_micro_run, tmp_path
+):
+    model = _model_out_of_its_run(trained_micro_run, tmp_path)
+    public = tmp_path / "public.txt"
+    _, run = trained_micro_run
+    docs = [json.loads(x)["text"] for x in (run / "sealed" / "public.jsonl").open()][:60]
+    public.write_text("\n\n".join(docs))
+    out = tmp_path / "inverted"
+    extra = ["--method", "inversion", "--public", str(public)]
+    config = [*LOOP, *MICRO_INVERTER, "unlearning.epochs=1", "synthesis.swaps_per_template=1"]
+    assert _forget(model, out, *extra, config=config) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == "inversion" and summary["settings"]["public"]["files"]
+    about = json.loads((out / "sealed" / "about.json").read_text())
+    assert about["source"] == "files" and about["public_texts"] == 40  # 60 - 10 - 10 held
+    assert (out / "inverter" / "model.safetensors").is_file()
+    assert (out / "pseudo" / "inversion" / "pseudo.jsonl").is_file()
+
+
+def _random_checkpoint(kind, tokenizer_dir, path):
+    """A small random-initialized GPT-2 or Llama from its config, saved as safetensors."""
+    from transformers import (
+        AutoTokenizer,
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+    )
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    if kind == "gpt2":
+        config = GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=2, n_head=2)
+        model = GPT2LMHeadModel(config)
+    else:
+        config = LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+        )
+        model = LlamaForCausalLM(config)
+    config.pad_token_id, config.eos_token_id = tok.pad_token_id, tok.eos_token_id
+    model.save_pretrained(path, safe_serialization=True)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_forget_runs_on_random_gpt2_and_llama_checkpoints(trained_micro_run, tmp_path, kind):
+    _, run = trained_micro_run
+    model = _random_checkpoint(kind, run / "target", tmp_path / kind)
+    out = tmp_path / "out"
+    assert _forget(model, out) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["bound"]["within"]
+    from transformers import AutoConfig
+
+    assert AutoConfig.from_pretrained(out / "merged").model_type == kind
+    lora = json.loads((out / "adapter" / "adapter_config.json").read_text())
+    from dfsu.unlearning.trainer import lora_modules
+
+    assert sorted(lora["target_modules"]) == sorted(lora_modules(kind, "mlp"))
+
+
+def test_forget_refuses_odd_model_directories_in_one_line(tmp_path, capsys):
+    cases = {}
+    cases["missing"] = tmp_path / "nothing"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases["no config"] = empty
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "config.json").write_text('{"model_type": "bert"}')
+    cases["architecture"] = odd
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text('{"model_type": "gpt2"}')
+    (pickled / "pytorch_model.bin").write_bytes(b"x")
+    cases["pickled"] = pickled
+    untokenized = tmp_path / "untokenized"
+    untokenized.mkdir()
+    (untokenized / "config.json").write_text('{"model_type": "llama"}')
+    (untokenized / "model.safetensors").write_bytes(b"x")
+    cases["tokenizer"] = untokenized
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("[1, 2")
+    cases["json"] = broken
+    expected = {
+        "missing": "not a directory",
+        "no config": "no config.json",
+        "architecture": "model_type 'bert' has no LoRA module map",
+        "pickled": "pickled weights are never loaded",
+        "tokenizer": "no tokenizer files",
+        "json": "not a JSON object",
+    }
+    for name, model in cases.items():
+        out = tmp_path / f"out-{name.replace(' ', '-')}"
+        assert _forget(model, out, config=MICRO) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith("dfsu: error:") and err.count("\n") == 1, err
+        assert expected[name] in err, (name, err)
+        assert not out.exists()  # nothing written before the model is known good
+
+
+def test_forget_refuses_a_foreign_out_directory_and_unknown_methods(tmp_path, capsys):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "gpt2"}')
+    (model / "model.safetensors").write_bytes(b"x")
+    (model / "tokenizer.json").write_text("{}")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    assert _forget(model, foreign, config=MICRO) == 2
+    assert "a non-empty directory that no `dfsu forget` wrote" in capsys.readouterr().err
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+    assert _forget(model, model, config=MICRO) == 2  # never into the model directory
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        _forget(model, tmp_path / "o", "--method", "oracle", config=MICRO)
+    bad = ["unlearning.track_privacy=true", *MICRO]
+    assert _forget(model, tmp_path / "o2", config=bad) == 2
+    assert "track_privacy" in capsys.readouterr().err
+    shutil.rmtree(tmp_path / "o2", ignore_errors=True)
