@@ -494,8 +494,9 @@ class UnlearnConfig:
     eval_every: int = _f(10, "optimizer steps between early-stopping checks", bounds=(1, 1_000_000))
     eval_docs: int | None = _f(
         None,
-        "held-out general documents for the perplexity check (null = all of them, the set the "
-        "evaluation's perplexity is measured on, so the bound holds for the reported figure)",
+        "held-out public documents for the perplexity check (the owner's check documents, "
+        "public.check_documents; null = all of them), never the documents the evaluation "
+        "reports perplexity on",
         bounds=(1, 10_000_000),
     )
     plateau_checks: int = _f(

@@ -1,5 +1,5 @@
 """The unlearning methods: one entry each, from which the CLI's ``--method`` choices, the
-pipeline's rows and the README's method table are derived.
+pipeline's rows and docs/method.md's method table are derived.
 
 A method is an objective over one batch's per-token losses (``Terms``; the math lives in
 ``losses.py``) and what data it needs beside the forget batch. Adding a method is one
@@ -37,7 +37,7 @@ Objective = Callable[[Terms, UnlearnConfig], "dict[str, torch.Tensor]"]
 class Method:
     name: str  # --method value
     row: str  # the results row it produces on pseudo-PII
-    summary: str  # one line for --help and the README
+    summary: str  # one line for --help and docs/method.md
     objective: Objective
     needs_reference: bool = False  # losses of the unadapted model on the forget batch
     needs_retain: bool = False  # public text is part of the objective itself
