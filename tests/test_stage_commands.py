@@ -30,7 +30,9 @@ def test_the_command_table_in_order_then_run(tmp_path, capsys):
     assert main(["--quiet", "build-corpus", *cfg_args, *OVERRIDES]) == 0
     assert main(["--quiet", "train-target", *cfg_args, *OVERRIDES]) == 0
     assert main(["--quiet", "train-inverter", *cfg_args, *OVERRIDES]) == 0
-    assert set(_stages(run)) == {"corpus", "target", "inverter"}
+    # train-inverter, a data-free stage, sealed the target first: a recorded stage of its own
+    assert set(_stages(run)) == {"corpus", "target", "seal", "inverter"}
+    assert (run / "sealed" / "model" / "model.safetensors").is_file()
     for source in ("inversion", "self"):
         assert main(["--quiet", "synthesize", "--run", str(run), "--source", source]) == 0
         assert (run / "pseudo" / source / "texts.jsonl").is_file()
@@ -58,9 +60,14 @@ def test_the_command_table_in_order_then_run(tmp_path, capsys):
     assert json.loads(out.read_text())["E_Hit"] is not None
 
     recorded = _stages(run)
-    assert {"tagger", "synthesize:self", "annotate:self", "unlearn:dfsu", "unlearn:oracle"} <= set(
-        recorded
-    )
+    assert {
+        "seal",
+        "tagger",
+        "synthesize:self",
+        "annotate:self",
+        "unlearn:dfsu",
+        "unlearn:oracle",
+    } <= set(recorded)
     # `dfsu run` over the same directory: everything the commands made is reused.
     rows = "original,oracle,dfsu,dfsu-self"
     assert main(["run", "tiny", "--out", str(run), "--rows", rows, *OVERRIDES]) == 0
