@@ -35,7 +35,7 @@ from dfsu.unlearning.trainer import unlearn
 def _gen_only(run: Path, steps: int, every: int) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="dfsu-bench-")) / "run"
     scratch.mkdir(mode=0o700)
-    for part in ("target", "data", "tagger", "pseudo"):
+    for part in ("target", "sealed", "tagger", "pseudo"):
         if (run / part).exists():
             shutil.copytree(run / part, scratch / part)
     cfg = load_config(str(run / "config.yaml"), [f"unlearning.max_steps={steps}"])

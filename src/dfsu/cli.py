@@ -304,7 +304,7 @@ def _add_run_parsers(sub: Any) -> None:
     sweep.add_argument(
         "config",
         help="run config (tiny, a YAML path) or sweep file (sweeps/beta, sweeps/lora, "
-        "sweeps/lora-targets, sweeps/scale, sweeps/pscu-vs-ga)",
+        "sweeps/lora-targets, sweeps/scale, sweeps/pscu-vs-ga, sweeps/seeds)",
     )
     sweep.add_argument("--out", required=True, help="sweep directory (created 0700)")
     sweep.add_argument(
