@@ -76,3 +76,39 @@ def test_generated_records_do_not_depend_on_the_clock(monkeypatch):
     monkeypatch.setattr(faker_dates, "datetime", Later)
     later = [r.to_dict() for r in generate_records(200, seed=0, locales=locales)]
     assert later == today
+
+
+def test_ssns_of_clock_dependent_locales_never_read_the_clock(monkeypatch):
+    # Faker's pl_PL and sv_SE SSNs are drawn relative to the current time: a generated record
+    # (and the tagger trained on such records) would depend on when it was made.
+    import random
+    import re
+
+    from faker.providers.ssn.pl_PL import Provider as Polish
+    from faker.providers.ssn.sv_SE import Provider as Swedish
+
+    from dfsu.pii.generator import CLOCK_SSN, _fakers, _luhn_digit, make_value
+
+    def clock(*args, **kwargs):
+        raise AssertionError("a clock-dependent Faker ssn() was called")
+
+    monkeypatch.setattr(Polish, "ssn", clock)
+    monkeypatch.setattr(Swedish, "ssn", clock)
+    for locale in CLOCK_SSN:
+        runs = []
+        for _ in range(2):
+            ((_, fake),) = _fakers([locale], 7)
+            rng = random.Random(1)
+            runs.append([make_value("SSN", fake, rng) for _ in range(50)])
+        assert runs[0] == runs[1]  # a seed, one set of values
+        for value in runs[0]:
+            if locale == "sv_SE":
+                assert re.fullmatch(r"\d{6}-\d{4}", value)
+                digits = value.replace("-", "")
+                assert _luhn_digit(digits[:-1]) == digits[-1]
+            else:
+                assert re.fullmatch(r"\d{11}", value)
+                weights = (1, 3, 7, 9, 1, 3, 7, 9, 1, 3)
+                total = sum(int(c) * w for c, w in zip(value, weights, strict=False))
+                assert (10 - total % 10) % 10 == int(value[-1])
+    assert _luhn_digit("7992739871") == "3"  # the textbook example

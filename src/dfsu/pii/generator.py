@@ -113,6 +113,39 @@ def _state(fake: Faker) -> str:
 DATE_RANGE = (datetime.date(2000, 1, 1), datetime.date(2025, 12, 31))
 DOB_RANGE = (datetime.date(1935, 1, 1), datetime.date(2007, 12, 31))
 
+# Faker draws these locales' SSNs relative to the clock (pl_PL's PESEL from a birth date in
+# 1970..now, sv_SE's personnummer from now minus an age): a value made an hour later is
+# another value. Their numbers are built here from a date in the fixed DOB range instead.
+CLOCK_SSN = ("pl_PL", "sv_SE")
+
+
+def _luhn_digit(digits: str) -> str:
+    """The Luhn check digit of a digit string (pure)."""
+    total = 0
+    for i, c in enumerate(reversed(digits)):
+        d = int(c) * (2 if i % 2 == 0 else 1)
+        total += d - 9 if d > 9 else d
+    return str((10 - total % 10) % 10)
+
+
+def _ssn(fake: Faker, rng: random.Random) -> str:
+    """The locale's national number, never depending on the time it is made."""
+    locale = next((x for x in CLOCK_SSN if x in fake.locales), None)
+    if locale is None:
+        return fake.ssn()
+    born = fake.date_between(DOB_RANGE[0], DOB_RANGE[1])
+    if locale == "sv_SE":  # YYMMDD-SSSC, C the Luhn digit of YYMMDDSSS
+        serial = f"{rng.randrange(1000):03d}"
+        return f"{born:%y%m%d}-{serial}{_luhn_digit(f'{born:%y%m%d}{serial}')}"
+    # pl_PL PESEL: YYMMDD (month + 20 for the 2000s), 4 digits, the weighted check digit
+    month = born.month + (20 if born.year >= 2000 else 0)
+    body = f"{born.year % 100:02d}{month:02d}{born.day:02d}" + "".join(
+        str(rng.randrange(10)) for _ in range(4)
+    )
+    weighted = sum(int(c) * w for c, w in zip(body, (1, 3, 7, 9) * 3, strict=False))
+    return body + str((10 - weighted % 10) % 10)
+
+
 VALUE_MAKERS: dict[str, Callable[[Faker, random.Random], str]] = {
     "FIRSTNAME": lambda f, r: f.first_name(),
     "LASTNAME": lambda f, r: f.last_name(),
@@ -126,7 +159,7 @@ VALUE_MAKERS: dict[str, Callable[[Faker, random.Random], str]] = {
     "CITY": lambda f, r: f.city(),
     "STATE": lambda f, r: _state(f),
     "ZIPCODE": lambda f, r: f.postcode(),
-    "SSN": lambda f, r: f.ssn(),
+    "SSN": lambda f, r: _ssn(f, r),
     "IBAN": lambda f, r: f.iban(),
     "CREDITCARDNUMBER": lambda f, r: f.credit_card_number(),
     # Dates come from fixed ranges: Faker's defaults end at today, which would make the
