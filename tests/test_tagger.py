@@ -282,3 +282,26 @@ def test_the_terminal_label_table_lists_leaked_labels_most_hit_first():
     assert text.index("IPV4") < text.index("CITY") and "MAC" not in text
     assert "3/4" in text and "0/2" in text
     assert label_rows([{"method": "x", "E_Hit_by_label": {}}]) is None
+
+
+def test_the_taggers_training_records_do_not_move_with_the_clock(monkeypatch):
+    # Faker's date providers read the clock (the sv_SE and pl_PL SSNs did, through them and
+    # directly): with "now" three days later the records must be the same.
+    import datetime as dt
+
+    import faker.providers.date_time as faker_dates
+
+    from dfsu.config import load_config
+    from dfsu.pii.tagger import training_records
+
+    real = dt.datetime
+
+    class Later(real):
+        @classmethod
+        def now(cls, tz=None):
+            return real.now(tz) + dt.timedelta(days=3)
+
+    tc = load_config("tiny", ["tagger.records=600"]).tagger
+    before = [r.text for r in training_records(tc)[0]]
+    monkeypatch.setattr(faker_dates, "datetime", Later)
+    assert [r.text for r in training_records(tc)[0]] == before
