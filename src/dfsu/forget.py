@@ -43,6 +43,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "voc
 def check_model_dir(path: str | Path) -> Path:
     """The model directory, resolved, or a one-line error saying what is missing: a Hugging
     Face config of an architecture dfsu puts LoRA on, safetensors weights, a tokenizer."""
+    from dfsu.components.models import require_safetensors
     from dfsu.unlearning.trainer import LORA_MODULES
 
     path = Path(path)
@@ -60,12 +61,7 @@ def check_model_dir(path: str | Path) -> Path:
             f"{config}: model_type {model_type!r} has no LoRA module map "
             f"(known: {', '.join(sorted(LORA_MODULES))})"
         )
-    if not any(path.glob("*.safetensors")):
-        pickled = sorted(p.name for p in path.glob("*.bin"))[:3]
-        found = (
-            f" (found {', '.join(pickled)}: pickled weights are never loaded)" if pickled else ""
-        )
-        raise DfsuError(f"--model {path}: no *.safetensors weights{found}")
+    require_safetensors(path, "*.safetensors")
     if not any((path / name).is_file() for name in TOKENIZER_FILES) and not any(
         path.glob("*.model")
     ):

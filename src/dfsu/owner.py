@@ -86,10 +86,6 @@ class Owner:
     def swap_pool(self) -> dict[str, list[str]]:
         return json.loads(self._read("swap_pool.json").read_text(encoding="utf-8"))
 
-    def tagger(self, tagger_path: str | None) -> Path:
-        """The tagger the annotators use: ``tagger.path`` or ROOT/tagger."""
-        return Path(tagger_path) if tagger_path else self.root / "tagger"
-
 
 def run_owner(run: str | Path) -> Owner:
     """The simulation's owner: RUN and the sealed copy of its target."""

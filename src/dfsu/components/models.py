@@ -30,7 +30,7 @@ def _first_line(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _require_safetensors(path: Path, weights: str) -> None:
+def require_safetensors(path: Path, weights: str) -> None:
     """A one-line error when ``path`` holds no ``weights`` (a glob) in safetensors format."""
     if any(path.glob(weights)):
         return
@@ -61,7 +61,7 @@ def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[A
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
         raise DfsuError(f"{path}: no readable model config ({str(exc).splitlines()[0]})") from None
-    _require_safetensors(path, "*.safetensors")
+    require_safetensors(path, "*.safetensors")
     try:
         model = AutoModelForCausalLM.from_pretrained(
             path, use_safetensors=True, trust_remote_code=trust_remote_code
@@ -96,7 +96,7 @@ def load_adapter(model: Any, path: str | Path) -> Any:
     config_file, weights = path / "adapter_config.json", path / "adapter_model.safetensors"
     if not config_file.is_file():
         raise DfsuError(f"{path}: not a PEFT adapter directory (no adapter_config.json)")
-    _require_safetensors(path, weights.name)
+    require_safetensors(path, weights.name)
     for file in (config_file, weights):
         if file.is_symlink():
             raise DfsuError(f"{file}: is a symlink; give the adapter's own files")

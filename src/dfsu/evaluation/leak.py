@@ -187,12 +187,12 @@ class LeakMeter:
         annotate: Callable[[list[str]], list[list[Span]]],
         excluded: set[str],
         cfg: Any,
-        keep: Sequence[str] = (),
-        sampling_seed: int | None = None,
+        keep: Sequence[str],
+        sampling_seed: int,
     ):
         self.prompts, self.annotate, self.excluded, self.cfg = prompts, annotate, excluded, cfg
         self.keep = list(keep)  # public values to keep: never a leak, never ascended
-        self.sampling_seed = cfg.seed + 101 if sampling_seed is None else sampling_seed
+        self.sampling_seed = sampling_seed  # the draw's (``PURPOSES``)
 
     def __call__(self, model: Any, tokenizer: Any, device: Any, limit: int | None = None):
         lc = self.cfg.leak
