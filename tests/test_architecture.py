@@ -19,7 +19,14 @@ STAGES = {
     "dfsu.evaluation.evaluate",
     "dfsu.report",
 }
-ORCHESTRATORS = {"dfsu.cli", "dfsu.pipeline", "dfsu.sweep", "dfsu.forget", "dfsu.__main__"}
+ORCHESTRATORS = {
+    "dfsu.cli",
+    "dfsu.pipeline",
+    "dfsu.results",
+    "dfsu.sweep",
+    "dfsu.forget",
+    "dfsu.__main__",
+}
 
 
 def _modules() -> dict[str, Path]:

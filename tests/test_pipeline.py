@@ -371,7 +371,7 @@ def test_report_renders_in_headless_chromium(reference, tmp_path):
 
 
 def test_best_data_free_row_is_the_lowest_e_hit_within_the_perplexity_bound():
-    from dfsu.pipeline import best_data_free
+    from dfsu.results import best_data_free
 
     rows = [
         {"method": "original", "E_Hit": 80.0, "ERR": 50.0, "PPL": 4.0},

@@ -12,7 +12,8 @@ from dfsu.config import load_config
 from dfsu.corpus import build_corpus
 from dfsu.errors import DfsuError
 from dfsu.evaluation.metrics import kolmogorov_sf, ks_2samp
-from dfsu.pipeline import add_vs_retrain, run_pipeline
+from dfsu.pipeline import run_pipeline
+from dfsu.results import add_vs_retrain
 from dfsu.rundir import read_jsonl
 from dfsu.target import retrain_rows, retrain_target, train_target
 

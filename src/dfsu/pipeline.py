@@ -23,6 +23,15 @@ from dfsu.components import profiling
 from dfsu.config import SOURCES, RunConfig, config_to_dict, neutral_free
 from dfsu.errors import DfsuError
 from dfsu.owner import Owner, boundary
+from dfsu.results import (
+    add_vs_retrain,
+    best_data_free,
+    inverter_summary,
+    pseudo_stats,
+    result_row,
+    suffix_losses,
+    tokenizer_exposure,
+)
 from dfsu.rundir import (
     atomic_write_json,
     create_run_dir,
@@ -310,11 +319,11 @@ def run_pipeline(
     model_dirs = unlearn_stages(cfg, owner, stage, rows, keys)
     results = _evaluate_rows(cfg, run, stage, rows, keys, model_dirs, show_pii)
 
-    add_vs_retrain(results, _suffix_losses(run, rows, model_dirs))
+    add_vs_retrain(results, suffix_losses(run, rows, model_dirs))
     payload = {
         "rows": results,
-        "inverter": _inverter_summary(run) if "inverter" in keys else None,
-        "pseudo": _pseudo_stats(run, sources),
+        "inverter": inverter_summary(run) if "inverter" in keys else None,
+        "pseudo": pseudo_stats(run, sources),
         "best_data_free": best_data_free(results),
         "tokenizer": tokenizer_exposure(run),
         "timings": dict(stage.timings),
@@ -546,30 +555,12 @@ def _evaluate_rows(
             [out],
             lambda c, r=row, o=out: evaluate_model(c, run, model_dirs[r], o, show_pii=show_pii),
         )
-        results.append(_row(run, row, json.loads(out.read_text())))
+        results.append(result_row(run, row, json.loads(out.read_text())))
     for row in rows:  # rows that share the "dfsu" adapter repeat its figures under their name
         if model_dirs.get(row, "") is None:
             results.append(dict(next(r for r in results if r["method"] == "dfsu"), method=row))
     order = {r: i for i, r in enumerate(rows)}
     return sorted(results, key=lambda r: order[r["method"]])
-
-
-def _inverter_summary(run: Path) -> dict[str, Any] | None:
-    path = run / "inverter" / "metrics.json"
-    if not path.is_file():
-        return None
-    m = json.loads(path.read_text())
-    keys = (
-        "mode",
-        "token_f1",
-        "bleu",
-        "exact_match",
-        "gain_token_f1",
-        "entity_exact",
-        "vocab_coverage",
-        "mass_coverage",
-    )
-    return {k: m[k] for k in keys}
 
 
 def tagger_stage(cfg: RunConfig, run: Path, stage: Stages, pseudo: bool) -> str:
@@ -599,158 +590,3 @@ def _given_tagger_key(cfg: RunConfig) -> str:
     if not weights.is_file():
         raise DfsuError(f"tagger.path: {cfg.tagger.path} holds no trained tagger")
     return _key(str(weights), file_hash(weights))
-
-
-def tokenizer_exposure(run: Path) -> dict[str, Any]:
-    """How much PII the target's tokenizer holds as whole vocabulary entries: PII-like
-    entries by type, and (simulation) how many of the injected true values. Unlearning changes
-    weights; every unlearned model ships this same tokenizer."""
-    from transformers import AutoTokenizer
-
-    from dfsu.audit import vocabulary_entries, vocabulary_pii
-    from dfsu.components.records import read_records
-
-    tokenizer = AutoTokenizer.from_pretrained(run / "target")
-    out = vocabulary_pii(tokenizer)
-    out.pop("examples")  # values: never in results.json
-    values = {s.value for r in read_records(run) for s in r.spans}
-    out["true_values_in_vocabulary"] = len(values & vocabulary_entries(tokenizer))
-    out["true_values"] = len(values)
-    return out
-
-
-def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> dict | None:
-    """The data-free row (any but original, retrain and oracle) with the lowest E-Hit among
-    those whose perplexity stays within ``max_ppl_ratio`` of the original's, compared with the
-    original and the oracle. None without an original row or a qualifying data-free row."""
-    by = {r["method"]: r for r in rows}
-    original = by.get("original")
-    if not original or not original.get("PPL") or original.get("E_Hit") is None:
-        return None
-    eligible = [
-        r
-        for r in rows
-        if r["method"] not in ("original", "retrain", "oracle")
-        and r.get("E_Hit") is not None
-        and r.get("PPL")
-        and r["PPL"] <= max_ppl_ratio * original["PPL"]
-    ]
-    if not eligible:
-        return None
-    best = min(eligible, key=lambda r: (r["E_Hit"], r["PPL"]))
-    out = {
-        "method": best["method"],
-        "E_Hit": best["E_Hit"],
-        "ERR": best["ERR"],
-        "ppl_ratio": round(best["PPL"] / original["PPL"], 4),
-        "E_Hit_share_of_original": round(100 * best["E_Hit"] / max(original["E_Hit"], 1e-9), 2),
-        "max_ppl_ratio": max_ppl_ratio,
-    }
-    if "oracle" in by and by["oracle"].get("E_Hit") is not None:
-        out["E_Hit_above_oracle"] = round(best["E_Hit"] - by["oracle"]["E_Hit"], 4)
-    return out
-
-
-# The figures every row is read against the retrain on (row minus retrain).
-VS_RETRAIN = ("E_Hit", "retain_EM", "PPL", "NLI_acc")
-
-
-def _consistent(row: dict[str, Any]) -> int | None:
-    return (row.get("leak_estimate") or {}).get("consistent")
-
-
-def add_vs_retrain(rows: list[dict[str, Any]], losses: dict[str, list[float]]) -> None:
-    """With a retrain row, each row gains ``vs_retrain``: its gap to the retrain on
-    ``VS_RETRAIN`` and on the leak estimate's consistent values, and forget quality (TOFU):
-    the KS test between its and the retrain's per-record private suffix losses (``losses``:
-    row -> values), ``forget_quality`` its p-value; and ``leak_above_retrain``."""
-    from dfsu.evaluation.metrics import ks_2samp
-
-    ref = next((r for r in rows if r["method"] == "retrain"), None)
-    if ref is None:
-        return
-    for row in rows:
-        gap: dict[str, Any] = {}
-        for key in VS_RETRAIN:
-            a, b = row.get(key), ref.get(key)
-            gap[key] = round(a - b, 4) if a is not None and b is not None else None
-        a, b = _consistent(row), _consistent(ref)
-        gap["leak_consistent"] = a - b if a is not None and b is not None else None
-        mine, theirs = losses.get(row["method"]), losses.get("retrain")
-        if mine and theirs:
-            d, p = ks_2samp(mine, theirs)
-            gap["ks_statistic"], gap["forget_quality"] = round(d, 4), p
-        else:
-            gap["ks_statistic"] = gap["forget_quality"] = None
-        row["vs_retrain"] = gap
-        row["leak_above_retrain"] = gap["leak_consistent"]
-
-
-def _suffix_losses(
-    run: Path, rows: list[str], model_dirs: dict[str, Path | None]
-) -> dict[str, list[float]]:
-    """Each row's per-record private suffix losses from RUN/eval/<row>.json (a row that shares
-    the dfsu adapter reads the dfsu row's)."""
-    out = {}
-    for row in rows:
-        name = row if model_dirs.get(row) is not None else "dfsu"
-        path = run / "eval" / f"{name}.json"
-        if path.is_file():
-            values = json.loads(path.read_text()).get("private_suffix_nll")
-            if values:
-                out[row] = values
-    return out
-
-
-def _row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
-    row = {"method": name}
-    metrics = ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "retain_EM", "retain_FRS")
-    for key in (*metrics, "keep_EM", "keep_FRS"):
-        value = result.get(key)
-        row[key] = round(value, 4) if isinstance(value, float) else value
-    row["ci"] = result["ci"]
-    if "E_Hit_by_label" in result:
-        row["E_Hit_by_label"] = result["E_Hit_by_label"]
-    if "leak_estimate" in result:
-        keys = (
-            "consistent",
-            "emitted",
-            "degenerate",
-            "by_label",
-            "consistent_true",
-            "true_values_in_pool",
-            "prompts",
-        )
-        row["leak_estimate"] = {k: result["leak_estimate"].get(k) for k in keys}
-    summary = run / "unlearned" / name / "summary.json"
-    if summary.is_file():
-        s = json.loads(summary.read_text())
-        row["kept_step"], row["stop_reason"] = s["kept_step"], s["stop_reason"]
-        row["checks"] = [
-            {
-                k: round(c[k], 4) if isinstance(c[k], float) else c[k]
-                for k in ("step", "epoch", "ppl", "pii_loss", "E_Hit", "ERR")
-                if k in c
-            }
-            for c in s["checks"]
-        ]
-    return row
-
-
-def _pseudo_stats(run: Path, sources: set[str]) -> dict[str, Any]:
-    """Per source: texts and candidates, and (the evaluator's figure, read here, outside
-    the stages) the share of the private values the pseudo texts hold."""
-    from dfsu.components.records import read_records
-    from dfsu.rundir import read_jsonl
-    from dfsu.synthesis import private_entity_share
-
-    values = {s.value for r in read_records(run) for s in r.spans}
-    out = {}
-    for source in sorted(sources):
-        path = run / "pseudo" / source / "stats.json"
-        if path.is_file():
-            s = json.loads(path.read_text())
-            out[source] = {k: s[k] for k in ("texts", "candidates") if k in s}
-            texts = [r["text"] for r in read_jsonl(path.parent / "texts.jsonl")]
-            out[source] |= private_entity_share(texts, values)
-    return out
