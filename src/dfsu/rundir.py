@@ -33,18 +33,15 @@ def safe_name(name: str, what: str = "--name") -> str:
     return name
 
 
-def create_run_dir(path: str | Path, tidy: bool = True) -> Path:
+def create_run_dir(path: str | Path) -> Path:
     """Create RUN (and parents) with mode 0700; an existing RUN is tightened to 0700, and
-    (``tidy``) the temporary files of staged writes that a dead process left in it are
-    removed. Data-free stages pass ``tidy=False``: the walk would list RUN/data, which
-    they never touch (their orchestrator tidies the run before them)."""
+    the temporary files of staged writes that a dead process left in it are removed."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise DfsuError(f"{path}: exists and is not a directory")
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path, 0o700)
-    if tidy:
-        remove_stale_temps(path)
+    remove_stale_temps(path)
     return path
 
 

@@ -32,7 +32,6 @@ from dfsu.pii.generator import fill_from_pool
 from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,
-    create_run_dir,
     staged_dir,
 )
 from dfsu.ui import info, progress_bar
@@ -166,7 +165,7 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
     from the owner's model and public text -> ROOT/inverter."""
     started = time.time()
     owner = as_owner(where)
-    run = create_run_dir(owner.root, tidy=False)
+    run = owner.root
     ic = cfg.inverter
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.target.device)

@@ -51,7 +51,6 @@ from dfsu.owner import Owner, as_owner
 from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,
-    create_run_dir,
     pseudo_dir,
     read_jsonl,
     safe_name,
@@ -498,7 +497,7 @@ def unlearn(
     owner = as_owner(where)
     pseudo = pseudo or pseudo_dir(owner.root, cfg.synthesis.source)
     started = time.time()
-    run = create_run_dir(owner.root, tidy=False)
+    run = owner.root
     uc = cfg.unlearning
     if truth is None and (data == "oracle" or uc.track_privacy):
         truth = read_records(run)
