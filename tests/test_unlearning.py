@@ -16,6 +16,8 @@ from dfsu.errors import DfsuError
 from dfsu.masks import encode_with_mask, token_mask
 from dfsu.pii.generator import fill_from_pool
 from dfsu.unlearning.losses import (
+    adjusted_reference,
+    distill_objective,
     ga_objective,
     graddiff_objective,
     npo_objective,
@@ -98,6 +100,33 @@ def test_ga_graddiff_and_npo_by_hand():
     assert npo["gen"].item() == 0.0
 
 
+def test_distill_objective_by_hand():
+    # Two positions over three tokens; the second predicts PII token 2.
+    reference = torch.log(torch.tensor([[[0.5, 0.3, 0.2], [0.1, 0.2, 0.7]]]))
+    targets, pii, valid = torch.tensor([[0, 2]]), torch.tensor([[0.0, 1.0]]), torch.ones(1, 2)
+    q = adjusted_reference(reference, targets, pii, gamma=math.log(7.0)).exp()
+    # The PII token's logit lowered by log 7: 0.7 -> 0.1, renormalised over 0.4 -> 0.25.
+    assert torch.allclose(q[0, 1], torch.tensor([0.25, 0.5, 0.25]), atol=1e-6)
+    assert torch.allclose(q[0, 0], torch.tensor([0.5, 0.3, 0.2]), atol=1e-6)  # context as it was
+    # The model still equal to the reference: no KL on the context, KL(q || p) on the PII.
+    out = distill_objective(reference, reference, targets, pii, valid, math.log(7.0), 2.0)
+    kl = sum(a * math.log(a / b) for a, b in zip([0.25, 0.5, 0.25], [0.1, 0.2, 0.7], strict=True))
+    assert out["gen"].item() == pytest.approx(0.0, abs=1e-6)
+    assert out["kl_pii"].item() == pytest.approx(kl, abs=1e-5)
+    assert out["loss"].item() == pytest.approx(2 * kl, abs=1e-5)
+    assert out["priv"].item() == pytest.approx(-math.log(0.7), abs=1e-5)
+    # Descending it lowers the PII token's probability and leaves the context's argmax alone.
+    logits = reference.clone().requires_grad_(True)
+    opt = torch.optim.SGD([logits], lr=1.0)
+    for _ in range(200):
+        opt.zero_grad()
+        distill_objective(logits, reference, targets, pii, valid, math.log(7.0))["loss"].backward()
+        opt.step()
+    p = torch.softmax(logits.detach(), -1)
+    assert p[0, 1, 2] < 0.3 and p[0, 0].argmax() == 0  # from 0.7
+    assert torch.allclose(p[0, 1], torch.tensor([0.25, 0.5, 0.25]), atol=0.02)
+
+
 def test_token_mask_marks_tokens_overlapping_spans():
     offsets = [(0, 5), (5, 9), (9, 12), (12, 13)]
     assert token_mask(offsets, [(6, 10)]) == [0, 1, 1, 0]
@@ -122,6 +151,27 @@ def test_lora_modules_per_architecture():
     )
     with pytest.raises(DfsuError, match="no LoRA module map"):
         lora_modules("mamba", "mlp")
+    assert lora_modules("gpt_neox", "mlp+head") == ["dense_h_to_4h", "dense_4h_to_h", "lm_head"]
+
+
+def test_every_lora_module_name_matches_a_module_or_unlearn_refuses(trained_micro_run, tmp_path):
+    from dfsu.unlearning.trainer import missing_modules
+
+    cfg, source = trained_micro_run
+    model, _ = load_causal_lm(source / "target")
+    for target in ("mlp", "attention", "full", "mlp+head"):
+        assert missing_modules(model, lora_modules("gpt_neox", target)) == [], target
+    # The output layer's old name: PEFT would skip it silently beside the MLP names.
+    assert missing_modules(model, ["embed_out", "dense_4h_to_h"]) == ["embed_out"]
+    run = _copy(source, tmp_path)
+    import dfsu.unlearning.trainer as trainer
+
+    head = dict(trainer.LORA_MODULES["gpt_neox"], head=["embed_out"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(trainer.LORA_MODULES, "gpt_neox", head)
+        overrides = [*FAST, "unlearning.lora_target=mlp+head"]
+        with pytest.raises(DfsuError, match="no module embed_out"):
+            unlearn(load_config(str(run / "config.yaml"), overrides), run, "pscu", "oracle")
 
 
 def _copy(run, tmp_path):
@@ -198,7 +248,7 @@ def test_trainer_keeps_base_parameters_frozen(trained_micro_run, tmp_path, monke
     assert file_hash(run / "target" / "model.safetensors") == before
 
 
-@pytest.mark.parametrize("method", ["gen_only", "npo", "graddiff"])
+@pytest.mark.parametrize("method", ["gen_only", "npo", "graddiff", "distill"])
 def test_every_method_runs_on_pseudo_data(trained_micro_run, tmp_path, method):
     cfg, source = trained_micro_run
     run = _copy(source, tmp_path)

@@ -444,6 +444,17 @@ class UnlearnConfig:
     alpha: float = _f(1.0, "weight of the descent term on context tokens")
     beta: float = _f(1.0, "weight of the ascent term on PII tokens")
     npo_beta: float = _f(0.1, "inverse temperature of the NPO loss")
+    distill_gamma: float = _f(
+        10.0, "distill: nats the PII token's logit is lowered by in the distillation target"
+    )
+    distill_pii_weight: float = _f(
+        1.0, "distill: weight of the PII positions' KL beside the context positions' KL"
+    )
+    distill_unlikelihood: float = _f(
+        0.0,
+        "distill: weight of the unlikelihood -log(1 - p) of the PII tokens (a pull that fades "
+        "as the model stops predicting them)",
+    )
     ascent_cap: float | None = _f(
         None,
         "pscu (and dfsu-loop) ascend a PII token only while its loss is below this many nats, "
@@ -479,7 +490,9 @@ class UnlearnConfig:
         neutral=1,
         bounds=(1, 1000),
     )
-    lora_target: str = _f("mlp", "mlp, attention or full")
+    lora_target: str = _f(
+        "mlp", "mlp, attention, full (both) or mlp+head (the MLPs and the output embedding)"
+    )
     lora_r: int = _f(4, "LoRA rank", bounds=(1, 1024))
     lora_alpha: int = _f(32, "LoRA alpha", bounds=(1, 65_536))
     lora_dropout: float = _f(0.0, "LoRA dropout")
@@ -559,9 +572,9 @@ class UnlearnConfig:
     def __post_init__(self) -> None:
         _check_ranges(self, "unlearning.")
         _check(
-            self.lora_target in ("mlp", "attention", "full"),
+            self.lora_target in ("mlp", "attention", "full", "mlp+head"),
             "unlearning.lora_target",
-            "must be mlp, attention or full",
+            "must be mlp, attention, full or mlp+head",
         )
         _check(
             all(math.isfinite(x) and x >= 0 for x in (self.alpha, self.beta, self.retain_weight)),
@@ -593,6 +606,14 @@ class UnlearnConfig:
         _check(self.plateau_tolerance >= 0, "unlearning.plateau_tolerance", "must be >= 0")
         _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
         _check(self.keep_by in ("proxy", "leak"), "unlearning.keep_by", "must be proxy or leak")
+        _check(
+            all(
+                math.isfinite(x) and 0 <= x <= 1000
+                for x in (self.distill_gamma, self.distill_pii_weight, self.distill_unlikelihood)
+            ),
+            "unlearning.distill_gamma/distill_pii_weight/distill_unlikelihood",
+            "must be finite and in [0, 1000]",
+        )
 
 
 MAX_PREFIX_TOKENS = 4096  # evaluation.prefix tokens:N

@@ -51,7 +51,7 @@ DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only", "dfsu-loop"]
 UNLEARNED = (
     {"oracle": ("pscu", "oracle")}
     | {m.row: (m.name, "pseudo") for m in METHODS.values()}
-    | {"dfsu-loop": ("pscu", "loop")}
+    | {"dfsu-loop": ("pscu", "loop"), "distill-loop": ("distill", "loop")}
 )
 SOURCE_ROWS = [f"dfsu-{s}" for s in SOURCES]  # pscu on the pseudo-PII of another source
 # retrain: the target's recipe without the private records, the gold standard every row is

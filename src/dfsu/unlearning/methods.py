@@ -28,6 +28,9 @@ class Terms:
     reference: torch.Tensor | None = None  # the same losses with adapters off (needs_reference)
     retain_losses: torch.Tensor | None = None  # losses on public text (needs_retain)
     retain_valid: torch.Tensor | None = None
+    logits: torch.Tensor | None = None  # [B, T-1, V] of the model being trained (needs_logits)
+    reference_logits: torch.Tensor | None = None  # the same with adapters off (needs_logits)
+    targets: torch.Tensor | None = None  # [B, T-1] the tokens predicted
 
 
 Objective = Callable[[Terms, UnlearnConfig], "dict[str, torch.Tensor]"]
@@ -41,6 +44,7 @@ class Method:
     objective: Objective
     needs_reference: bool = False  # losses of the unadapted model on the forget batch
     needs_retain: bool = False  # public text is part of the objective itself
+    needs_logits: bool = False  # whole next-token distributions, the model's and the reference's
     keep: str = (
         "proxy"  # kept check: "proxy" = highest held-out PII loss, "last" = last within bound
     )
@@ -76,6 +80,21 @@ def _graddiff(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
     return graddiff_objective(t.losses, t.valid, t.retain_losses, t.retain_valid, uc.alpha, uc.beta)
 
 
+def _distill(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
+    from dfsu.unlearning.losses import distill_objective
+
+    return distill_objective(
+        t.logits,
+        t.reference_logits,
+        t.targets,
+        t.pii,
+        t.valid,
+        uc.distill_gamma,
+        uc.distill_pii_weight,
+        uc.distill_unlikelihood,
+    )
+
+
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
@@ -102,6 +121,14 @@ METHODS: dict[str, Method] = {
             "ascent on whole forget sequences, descent on public text",
             _graddiff,
             needs_retain=True,
+        ),
+        Method(
+            "distill",
+            "distill",
+            "self-distillation: the original's distribution everywhere, the PII token's logit "
+            "lowered by distill_gamma at PII positions (UNDIAL); no ascent",
+            _distill,
+            needs_logits=True,
         ),
     )
 }

@@ -70,28 +70,45 @@ LORA_MODULES = {
     "gpt_neox": {
         "mlp": ["dense_h_to_4h", "dense_4h_to_h"],
         "attention": ["query_key_value", "attention.dense"],
+        "head": ["lm_head"],  # transformers < 4.5x called it embed_out
     },
     "llama": {
         "mlp": ["gate_proj", "up_proj", "down_proj"],
         "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        "head": ["lm_head"],
     },
     "mistral": {
         "mlp": ["gate_proj", "up_proj", "down_proj"],
         "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        "head": ["lm_head"],
     },
-    "gpt2": {"mlp": ["mlp.c_fc", "mlp.c_proj"], "attention": ["attn.c_attn", "attn.c_proj"]},
+    "gpt2": {
+        "mlp": ["mlp.c_fc", "mlp.c_proj"],
+        "attention": ["attn.c_attn", "attn.c_proj"],
+        "head": ["lm_head"],
+    },
 }
 
 
 def lora_modules(model_type: str, target: str) -> list[str]:
-    """The module names LoRA wraps for an architecture and a target (mlp/attention/full)."""
+    """The module names LoRA wraps for an architecture and a target: mlp, attention, full
+    (both) or mlp+head (the MLPs and the output embedding, where a value that is one
+    vocabulary token has its own row)."""
     if model_type not in LORA_MODULES:
         raise DfsuError(
             f"unlearning.lora_target: no LoRA module map for model_type {model_type!r} "
             f"(known: {', '.join(sorted(LORA_MODULES))})"
         )
     table = LORA_MODULES[model_type]
-    return table["mlp"] + table["attention"] if target == "full" else list(table[target])
+    parts = {"full": ("mlp", "attention"), "mlp+head": ("mlp", "head")}.get(target, (target,))
+    return [name for part in parts for name in table[part]]
+
+
+def missing_modules(model: Any, names: list[str]) -> list[str]:
+    """The LoRA module names that match no module of the model (PEFT ignores a name that
+    matches nothing as long as another one matches, so a renamed layer would go untrained)."""
+    paths = [path for path, _ in model.named_modules()]
+    return [n for n in names if not any(p == n or p.endswith("." + n) for p in paths)]
 
 
 def unlearning_texts(
@@ -242,11 +259,15 @@ def objective(
 
     Forward passes in a fixed order (forget batch, reference, retain batch): with LoRA
     dropout each draws random numbers, and a run must replay exactly."""
-    losses = _losses(loop.model, batch)
-    retain_losses = retain_valid = reference = None
-    if method.needs_reference:
+    logits = loop.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    losses = token_losses(logits, batch["input_ids"], batch["attention_mask"])
+    retain_losses = retain_valid = reference = reference_logits = None
+    if method.needs_reference or method.needs_logits:
         with torch.no_grad(), loop.unwrapped().disable_adapter():
-            reference = _losses(loop.unwrapped(), batch)
+            reference_logits = loop.unwrapped()(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+            ).logits
+        reference = token_losses(reference_logits, batch["input_ids"], batch["attention_mask"])
     if retain is not None:
         retain_losses = _losses(loop.model, retain)
         retain_valid = retain["attention_mask"][:, 1:].float()
@@ -257,6 +278,9 @@ def objective(
         reference=reference,
         retain_losses=retain_losses,
         retain_valid=retain_valid,
+        logits=logits[:, :-1] if method.needs_logits else None,
+        reference_logits=reference_logits[:, :-1] if method.needs_logits else None,
+        targets=batch["input_ids"][:, 1:],
     )
     parts = method.objective(terms, uc)
     if uc.retain_weight > 0 and not method.needs_retain:
@@ -506,6 +530,11 @@ def unlearn(
     # Model: the frozen target with LoRA adapters on the chosen modules.
     base, tokenizer = load_causal_lm(owner.model)
     modules = lora_modules(base.config.model_type, uc.lora_target)
+    if missing := missing_modules(base, modules):
+        raise DfsuError(
+            f"unlearning.lora_target {uc.lora_target}: the {base.config.model_type} model has "
+            f"no module {', '.join(missing)}"
+        )
     model = get_peft_model(base, lora_config(uc, modules, base.config.model_type))
     texts = _data(cfg, owner, data, (pseudo, truth), tokenizer, METHODS[method])
     texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
@@ -547,7 +576,9 @@ def unlearn(
     rounds = None
     if data == "loop":
         work = run / "unlearned" / f".{name}.rounds"
-        rounds = _rounds(cfg, loop, tokenizer, meter, texts, (check, confirm), name, work)
+        rounds = _rounds(
+            cfg, METHODS[method], (loop, tokenizer), meter, texts, (check, confirm), name, work
+        )
         out = rounds.pop("out")
     else:
         out = _train(loop, METHODS[method], uc, texts, check, name, confirm)
@@ -622,8 +653,8 @@ LOOP_RETRIES = 2  # a degenerate dfsu-loop round is retried from the best one at
 
 def _rounds(
     cfg: RunConfig,
-    loop: TrainLoop,
-    tokenizer: Any,
+    method: Method,
+    model: tuple[TrainLoop, Any],
     meter: Any,
     texts: dict,
     probes: tuple[Any, Any],
@@ -643,6 +674,7 @@ def _rounds(
     from dfsu.ui import info
 
     uc = cfg.unlearning
+    loop, tokenizer = model
     round_uc = dataclasses.replace(uc, max_steps=uc.loop_steps)
     check, confirm = probes
     unwrapped = loop.unwrapped()
@@ -688,7 +720,7 @@ def _rounds(
             loop.set_lr(uc.lr * 0.5**collapsed)
             result = _train(
                 loop,
-                METHODS["pscu"],
+                method,
                 round_uc,
                 texts,
                 check,
