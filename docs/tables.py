@@ -11,7 +11,9 @@ standard deviation across seeds beside each seed's value. A table lives in the d
 ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``; a table whose markers are missing is
 appended at the end. A table without results files says so. A results file may carry a
 top-level "provenance" object (command, commit, machine, date, ...): it is printed under its
-table. Standard library only.
+table. A region ``<!-- plot:NAME -->`` ... ``<!-- /plot:NAME -->`` gets the Pareto plot of the
+seeded table NAME (E-Hit against retain_EM, each row and seed a point, each row's mean a
+labelled marker, the retrain apart), written to docs/results/NAME.svg. Standard library only.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REGION = re.compile(r"<!-- table:(?P<name>[\w.-]+) -->\n.*?<!-- /table:(?P=name) -->", re.DOTALL)
 SEED_FILE = re.compile(r"^(?P<name>.+)-seed(?P<seed>\d+)$")
+PLOT = re.compile(r"<!-- plot:(?P<name>[\w.-]+) -->\n.*?<!-- /plot:(?P=name) -->", re.DOTALL)
 # (header, how to read it from a results row, decimals)
 COLUMNS = [
     ("E-Hit", lambda r: r.get("E_Hit"), "E_Hit", 1),
@@ -182,6 +185,74 @@ def render(name: str, files: list[tuple[int | None, Path]], doc: Path) -> list[s
         raise ResultsError(f"{names}: not in the shape of results.json ({exc!r})") from None
 
 
+def pareto_svg(name: str, files: list[tuple[int | None, Path]]) -> str:
+    """E-Hit (x, lower is better) against retain_EM (y, higher is better): one small dot per
+    row and seed, one labelled marker per row at its mean; the retrain in green, the
+    original in grey, data-free rows in blue, the oracle in orange."""
+    rows: dict[str, list[tuple[float, float]]] = {}
+    for _, path in sorted(files, key=lambda f: f[0] or 0):
+        for r in read_results(path).get("rows", []):
+            if r.get("E_Hit") is not None and r.get("retain_EM") is not None:
+                rows.setdefault(r["method"], []).append((r["E_Hit"], r["retain_EM"]))
+    size, pad = 420, 50
+
+    def xy(e_hit: float, retain: float) -> tuple[float, float]:
+        return pad + e_hit / 100 * size, pad + (1 - retain / 100) * size
+
+    colour = {"retrain": "#2a9d3a", "original": "#888888", "oracle": "#e07b00"}
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size + 2 * pad + 90}" '
+        f'height="{size + 2 * pad}" font-family="sans-serif" font-size="11">',
+        f'<rect x="{pad}" y="{pad}" width="{size}" height="{size}" fill="none" stroke="#000"/>',
+    ]
+    for tick in range(0, 101, 20):
+        x, y = xy(tick, tick)
+        out.append(f'<text x="{x:.0f}" y="{pad + size + 15}" text-anchor="middle">{tick}</text>')
+        out.append(f'<text x="{pad - 6}" y="{y + 4:.0f}" text-anchor="end">{tick}</text>')
+    out.append(
+        f'<text x="{pad + size / 2}" y="{pad + size + 35}" text-anchor="middle">'
+        "E-Hit (%, lower is better)</text>"
+    )
+    out.append(
+        f'<text x="14" y="{pad + size / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {pad + size / 2})">retain_EM (%, higher is better)</text>'
+    )
+    out.append(f'<text x="{pad}" y="{pad - 12}">{name}: each seed a dot, the mean labelled</text>')
+    placed: list[tuple[float, float]] = []  # labels so far: a close one moves down a line
+    for method, points in rows.items():
+        fill = colour.get(method, "#1f5fbf")
+        for e_hit, retain in points:
+            x, y = xy(e_hit, retain)
+            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{fill}" opacity="0.5"/>')
+        mean = [sum(v) / len(points) for v in zip(*points, strict=True)]
+        x, y = xy(*mean)
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{fill}" stroke="#000"/>')
+        ly = y + 4
+        while any(abs(ly - py) < 12 and abs(x - px) < 70 for px, py in placed):
+            ly += 12
+        placed.append((x, ly))
+        out.append(f'<text x="{x + 7:.1f}" y="{ly:.1f}">{method}</text>')
+    return "\n".join([*out, "</svg>", ""])
+
+
+def plots(text: str, tables: dict, doc: Path, results: Path) -> tuple[str, dict[Path, str]]:
+    """The document with every plot region pointing at its SVG (RESULTS/NAME.svg), and the
+    SVGs' contents."""
+    files: dict[Path, str] = {}
+
+    def region(match: re.Match) -> str:
+        name = match["name"]
+        if not tables.get(name) or tables[name][0][0] is None:
+            body = f"_No seeded results files yet for the plot of `{name}`._"
+        else:
+            svg = results / f"{name}.svg"
+            files[svg] = pareto_svg(name, tables[name])
+            body = f"![{name}: E-Hit against retain_EM]({os.path.relpath(svg, doc.parent)})"
+        return f"<!-- plot:{name} -->\n{body}\n<!-- /plot:{name} -->"
+
+    return PLOT.sub(region, text), files
+
+
 def updated(text: str, tables: dict, doc: Path) -> str:
     """The document with every table region rewritten; tables without a region appended."""
 
@@ -219,20 +290,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tables = collect(args.results)
         text = args.doc.read_text()
-        new = updated(text, tables, args.doc.resolve())
+        doc = args.doc.resolve()
+        new, svgs = plots(updated(text, tables, doc), tables, doc, args.results.resolve())
     except (OSError, ResultsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not tables:
         print(f"no results files under {args.results} yet: every table says so")
+    stale = [p for p, body in svgs.items() if not p.is_file() or p.read_text() != body]
     if args.check:
-        if new != text:
+        if new != text or stale:
             print(f"{args.doc} is out of date: run python docs/tables.py", file=sys.stderr)
             return 1
         print(f"{args.doc} is up to date ({len(tables)} table(s) from results files)")
         return 0
     if new != text:
         args.doc.write_text(new)
+    for path in stale:
+        path.write_text(svgs[path])
     print(f"{args.doc}: {len(tables)} table(s) from results files written")
     return 0
 

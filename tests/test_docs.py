@@ -128,6 +128,20 @@ def test_tables_writes_mean_and_sd_across_seeds_and_then_checks_clean(seed_files
     assert result.returncode == 0, result.stderr
 
 
+def test_pareto_plot_is_written_beside_the_results_and_checked(seed_files):
+    results, doc = seed_files
+    doc.write_text(doc.read_text() + "\n<!-- plot:demo -->\n<!-- /plot:demo -->\n")
+    assert _tables("--results", str(results), "--doc", str(doc)).returncode == 0
+    assert "![demo: E-Hit against retain_EM](results/demo.svg)" in doc.read_text()
+    svg = (results / "demo.svg").read_text()
+    # A point per row and seed (4) and a labelled mean per row (2): original at (82, 55).
+    assert svg.count('r="2.5"') == 4 and svg.count('r="5"') == 2
+    assert '<circle cx="394.4" cy="239.0" r="5"' in svg and ">original</text>" in svg
+    assert _tables("--results", str(results), "--doc", str(doc), "--check").returncode == 0
+    (results / "demo.svg").write_text("<svg/>")  # a stale plot fails the check
+    assert _tables("--results", str(results), "--doc", str(doc), "--check").returncode == 1
+
+
 def test_tables_check_fails_when_a_results_file_changes(seed_files):
     results, doc = seed_files
     _tables("--results", str(results), "--doc", str(doc))

@@ -445,15 +445,26 @@ class UnlearnConfig:
     beta: float = _f(1.0, "weight of the ascent term on PII tokens")
     npo_beta: float = _f(0.1, "inverse temperature of the NPO loss")
     distill_gamma: float = _f(
-        10.0, "distill: nats the PII token's logit is lowered by in the distillation target"
+        10.0,
+        "distill: nats the PII token's logit is lowered by in the distillation target",
+        neutral=10.0,
     )
     distill_pii_weight: float = _f(
-        1.0, "distill: weight of the PII positions' KL beside the context positions' KL"
+        1.0,
+        "distill: weight of the PII positions' KL beside the context positions' KL",
+        neutral=1.0,
+    )
+    distill_lr: float | None = _f(
+        None,
+        "distill: its learning rate (a descent-only objective takes a larger one than "
+        "ascent); null: unlearning.lr",
+        neutral=None,
     )
     distill_unlikelihood: float = _f(
         0.0,
         "distill: weight of the unlikelihood -log(1 - p) of the PII tokens (a pull that fades "
         "as the model stops predicting them)",
+        neutral=0.0,
     )
     ascent_cap: float | None = _f(
         None,
@@ -606,6 +617,11 @@ class UnlearnConfig:
         _check(self.plateau_tolerance >= 0, "unlearning.plateau_tolerance", "must be >= 0")
         _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
         _check(self.keep_by in ("proxy", "leak"), "unlearning.keep_by", "must be proxy or leak")
+        _check(
+            self.distill_lr is None or (math.isfinite(self.distill_lr) and self.distill_lr > 0),
+            "unlearning.distill_lr",
+            "must be finite and > 0 (or null)",
+        )
         _check(
             all(
                 math.isfinite(x) and 0 <= x <= 1000

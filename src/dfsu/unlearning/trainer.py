@@ -518,6 +518,9 @@ def unlearn(
     if data not in DATA:
         raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
     name = safe_name(name or f"{method}-{data}")
+    if method == "distill" and cfg.unlearning.distill_lr is not None:
+        lr = cfg.unlearning.distill_lr
+        cfg = dataclasses.replace(cfg, unlearning=dataclasses.replace(cfg.unlearning, lr=lr))
     owner = as_owner(where)
     pseudo = pseudo or pseudo_dir(owner.root, cfg.synthesis.source)
     started = time.time()
