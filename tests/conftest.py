@@ -77,10 +77,11 @@ MICRO_INVERTER = [
 
 @pytest.fixture(scope="session")
 def trained_micro_run(tmp_path_factory):
-    """A micro run with corpus, target and the sealed owner's side (trained once per test
-    session)."""
+    """A micro run with corpus, target, tagger and the sealed owner's side (trained once per
+    test session)."""
     from dfsu.corpus import build_corpus
     from dfsu.owner import seal_target
+    from dfsu.pii.tagger import train_tagger
     from dfsu.rundir import save_config
     from dfsu.target import train_target
 
@@ -90,4 +91,5 @@ def trained_micro_run(tmp_path_factory):
     save_config(run, cfg)
     train_target(cfg, run)
     seal_target(cfg, run)
+    train_tagger(cfg.tagger, run / "tagger")  # the pipeline's tagger stage
     return cfg, run

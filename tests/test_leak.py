@@ -122,3 +122,15 @@ def test_the_estimate_never_reads_the_private_records(trained_micro_run, tmp_pat
     assert report.sampling_seed != select.sampling_seed
     with pytest.raises(DfsuError, match="purpose"):
         leak_meter(cfg, run, tok, "both")
+
+
+def test_loading_an_annotator_never_trains_a_tagger(tmp_path):
+    from dfsu.pii.annotators import load_offline
+
+    cfg = load_config("tiny", [])
+    assert load_offline("pattern", cfg.tagger, tmp_path, None).name == "pattern"
+    for name in ("tagger", "hybrid"):
+        with pytest.raises(DfsuError, match="dfsu pii train-tagger --out") as err:
+            load_offline(name, cfg.tagger, tmp_path, None)
+        assert str(tmp_path / "tagger") in str(err.value)
+    assert list(tmp_path.iterdir()) == []  # nothing trained, nothing written

@@ -95,17 +95,21 @@ class OfflineAnnotator:
 
 def load_offline(name: str, tc: Any, run: Path, labels: list[str] | None) -> OfflineAnnotator:
     """The run's pattern, tagger or hybrid annotator: the tagger in ``tagger.path`` or
-    RUN/tagger, trained into RUN/tagger first (public data only) when it holds none."""
+    RUN/tagger. Loading never trains: a missing tagger is a one-line error naming the command
+    that makes it (the pipeline's tagger stage, ``dfsu pii train-tagger``)."""
     if name == "pattern":
         return OfflineAnnotator("pattern")
     from dfsu.errors import DfsuError
-    from dfsu.pii.tagger import Tagger, train_tagger
+    from dfsu.pii.tagger import Tagger
 
     path = Path(tc.path) if tc.path else run / "tagger"
     if not (path / "model.crfsuite").is_file():
         if tc.path:
             raise DfsuError(f"tagger.path: {path} holds no trained tagger")
-        train_tagger(tc, path)
+        raise DfsuError(
+            f"{path}: no trained PII tagger (the {name} annotator needs one): train it with "
+            f"`dfsu pii train-tagger --out {path}`, or let `dfsu run` train it"
+        )
     return OfflineAnnotator(name, Tagger.load(path), labels)
 
 
