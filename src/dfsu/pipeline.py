@@ -45,7 +45,10 @@ from dfsu.unlearning.methods import METHODS
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
 EVAL_FORMAT = 6
-DEMO_ROWS = ["original", "oracle", "dfsu", "ga", "gen_only", "dfsu-loop"]
+# The demo shows the method (the paper's row and the loop) between the original and the oracle;
+# the baselines (ga, gen_only, npo, graddiff), the retrain and the distill rows are
+# `dfsu run tiny` (or `dfsu demo --full`).
+DEMO_ROWS = ["original", "oracle", "dfsu", "dfsu-loop"]
 # row -> (method, data) for unlearned rows; "dfsu-<source>" rows use that pseudo source.
 # dfsu-loop: PSCU rounds on what the leak estimate extracts from the model itself.
 UNLEARNED = (
