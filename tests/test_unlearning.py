@@ -428,10 +428,10 @@ def test_patience_goes_on_past_the_bound_but_never_keeps_a_check_beyond_it(
 
 
 def test_loop_rounds_are_saved_and_a_rerun_resumes_only_its_own(tmp_path, micro_cfg):
-    from dfsu.unlearning.trainer import _RoundLog
+    from dfsu.unlearning.loop import RoundLog
 
     first = {"step": 0, "ppl": 9.0, "pii_loss": 1.0}
-    log = _RoundLog.open(tmp_path / "rounds", micro_cfg, first)
+    log = RoundLog.open(tmp_path / "rounds", micro_cfg, first)
     assert log.rounds == []
     out = {"checks": [first], "keep": 0, "steps": 0, "stop_reason": "", "log": []}
     estimate = {
@@ -441,11 +441,11 @@ def test_loop_rounds_are_saved_and_a_rerun_resumes_only_its_own(tmp_path, micro_
         "by_label": {"USERNAME": {"consistent": 7}},
     }
     log.add(0, estimate, out, {"w": torch.ones(2, 2)})
-    again = _RoundLog.open(tmp_path / "rounds", micro_cfg, first)
+    again = RoundLog.open(tmp_path / "rounds", micro_cfg, first)
     assert [r["consistent"] for r in again.rounds] == [7]
     assert torch.equal(again.load(0)["w"], torch.ones(2, 2))
     # Another starting model (or configuration): its rounds are not this run's.
-    other = _RoundLog.open(tmp_path / "rounds", micro_cfg, dict(first, ppl=9.5))
+    other = RoundLog.open(tmp_path / "rounds", micro_cfg, dict(first, ppl=9.5))
     assert other.rounds == [] and not (tmp_path / "rounds" / "0.st").exists()
 
 

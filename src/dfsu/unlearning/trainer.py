@@ -10,11 +10,12 @@ Methods (objectives in ``losses.py``):
 - ``ga``: ascent on whole sequences;
 - ``npo``: NPO on the PII tokens (reference = the model with adapters disabled) + descent
   on the context;
-- ``graddiff``: ascent on whole forget sequences, descent on the owner's public text.
+- ``graddiff``: ascent on whole forget sequences, descent on the owner's public text;
+- ``distill``: self-distillation towards the original with the PII tokens' logits lowered.
 
 Data: ``pseudo`` (ROOT/pseudo/<source>/pseudo.jsonl, the data-free method), ``loop`` (what
-the leak estimate extracts from the model itself) or ``oracle`` (the true injected records
-with their gold spans: the upper bound).
+the leak estimate extracts from the model itself, round by round: ``loop.py``) or
+``oracle`` (the true injected records with their gold spans: the upper bound).
 
 Every ``eval_every`` optimizer steps a check measures held-out perplexity and a privacy
 proxy (mean loss on the PII tokens of held-out unlearning texts; for the oracle, of the true
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
 
 from dfsu.components.batches import collate_masked, encode_masked
 from dfsu.components.models import load_causal_lm
@@ -57,6 +58,7 @@ from dfsu.rundir import (
     staged_dir,
 )
 from dfsu.ui import progress_bar
+from dfsu.unlearning.loop import lora_state
 from dfsu.unlearning.losses import retain_objective, token_losses
 from dfsu.unlearning.methods import DATA, METHODS, Method, Terms
 from dfsu.unlearning.stopping import StopRule, confirmed_check, decide, within
@@ -182,11 +184,6 @@ def _add_recitations(cfg: RunConfig, run: Path, loop: TrainLoop, tokenizer: Any,
     return len(recited)
 
 
-def _lora_state(model: Any) -> dict[str, torch.Tensor]:
-    """A detached copy of the adapter weights (small: only the LoRA matrices)."""
-    return {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
-
-
 def _privacy_tracker(cfg: RunConfig, truth: list, tokenizer: Any, device: Any):
     """E-Hit and ERR of a model on the true records (``truth``), with the evaluation's
     sampling.
@@ -303,19 +300,19 @@ def _data(
     for the perplexity bound, and the owner's public text for the retain descent."""
     uc = cfg.unlearning
     name = f"{method.name}-{data}"
-    rows = unlearning_texts(data, *sources) if data != "loop" else [{}, {}]  # from the model
-    if len(rows) < 2:
-        raise DfsuError(f"{name}: needs at least 2 unlearning texts, found {len(rows)}")
-    random.Random(f"holdout-{cfg.seed}").shuffle(rows)
-    if data == "loop":  # each round extracts its own texts (``_rounds``)
-        train = held = []
-    elif data == "oracle":
-        # The oracle must forget every true record: its proxy is read on the forget set itself.
-        train = held = encode_masked(tokenizer, rows, uc.max_length)
-    else:
-        n_held = max(1, round(uc.holdout * len(rows)))
-        held = encode_masked(tokenizer, rows[:n_held], uc.max_length)
-        train = encode_masked(tokenizer, rows[n_held:][: uc.max_texts], uc.max_length)
+    train = held = []  # data loop: each round extracts its own texts (``loop.loop_rounds``)
+    if data != "loop":
+        rows = unlearning_texts(data, *sources)
+        if len(rows) < 2:
+            raise DfsuError(f"{name}: needs at least 2 unlearning texts, found {len(rows)}")
+        random.Random(f"holdout-{cfg.seed}").shuffle(rows)
+        if data == "oracle":
+            # The oracle must forget every true record: its proxy is read on the forget set.
+            train = held = encode_masked(tokenizer, rows, uc.max_length)
+        else:
+            n_held = max(1, round(uc.holdout * len(rows)))
+            held = encode_masked(tokenizer, rows[:n_held], uc.max_length)
+            train = encode_masked(tokenizer, rows[n_held:][: uc.max_texts], uc.max_length)
     public = []
     if method.needs_retain or uc.retain_weight > 0:  # the owner's public text
         public = [{"text": text, "spans": []} for text in owner.public_texts()]
@@ -397,7 +394,7 @@ def check_every(method: Method, uc: UnlearnConfig) -> int:
     return uc.eval_every
 
 
-def _train(
+def train_steps(
     loop: TrainLoop,
     method: Method,
     uc: UnlearnConfig,
@@ -435,7 +432,7 @@ def _train(
     bound = check_base * (1 + uc.max_ppl_increase)
     rule = StopRule(bound, uc.patience, uc.backtracks, keep_rule(method, uc), uc.plateau_checks)
     rule = dataclasses.replace(rule, plateau_tolerance=uc.plateau_tolerance)
-    states = {0: _lora_state(unwrapped)}  # adapters of the checks the policy may return to
+    states = {0: lora_state(unwrapped)}  # adapters of the checks the policy may return to
     log: list[dict[str, Any]] = []
     stop_reason, step = "budget spent", 0
     loop.model.train()
@@ -447,7 +444,7 @@ def _train(
                 entry["check"] = now = check(step, step / per_epoch)
                 checks.append(now)
                 if within(now, rule):
-                    states[len(checks) - 1] = _lora_state(unwrapped)
+                    states[len(checks) - 1] = lora_state(unwrapped)
                 decision = decide(checks, rule)
                 if decision.over:
                     entry["over_bound"] = decision.over
@@ -579,12 +576,15 @@ def unlearn(
     rounds = None
     if data == "loop":
         work = run / "unlearned" / f".{name}.rounds"
-        rounds = _rounds(
-            cfg, METHODS[method], (loop, tokenizer), meter, texts, (check, confirm), name, work
+        from dfsu.unlearning.loop import loop_rounds
+
+        probes = (check, confirm)
+        rounds = loop_rounds(
+            cfg, METHODS[method], (loop, tokenizer), meter, texts, probes, name, work, train_steps
         )
         out = rounds.pop("out")
     else:
-        out = _train(loop, METHODS[method], uc, texts, check, name, confirm)
+        out = train_steps(loop, METHODS[method], uc, texts, check, name, confirm)
     summary = _summary(
         (name, method, data), out, rounds, texts, modules, (start_stats, recited, started), uc
     )
@@ -649,171 +649,3 @@ def _save(loop: TrainLoop, final: Path, tokenizer: Any, log: list, summary: dict
             atomic_write_jsonl(out / "train_log.jsonl", log)
             atomic_write_json(out / "summary.json", summary)
     loop.accelerator.wait_for_everyone()
-
-
-LOOP_RETRIES = 2  # a degenerate dfsu-loop round is retried from the best one at half the lr
-
-
-def _rounds(
-    cfg: RunConfig,
-    method: Method,
-    model: tuple[TrainLoop, Any],
-    meter: Any,
-    texts: dict,
-    probes: tuple[Any, Any],
-    name: str,
-    work: Path,
-) -> dict[str, Any]:
-    """dfsu-loop: estimate the leak of the current model (round 0: the original); unlearn
-    the model's own samples that emit a consistent value (those values' tokens and the
-    annotator's spans ascended, the rest descended) for at most ``loop_steps`` steps within
-    the original model's perplexity bound; again, until the estimate reaches 0, stops
-    falling, no step of a round stays within the bound, or ``loop_rounds`` are spent. A round
-    whose samples are mostly degenerate (``leak.DEGENERATE_LIMIT``: collapse, not forgetting)
-    is never kept; the loop goes back to the best round and on at half the learning rate,
-    ``LOOP_RETRIES`` times. The round with the lowest estimate is kept.
-    Finished rounds are saved in ``work``, so a killed run resumes there."""
-    from dfsu.evaluation.leak import DEGENERATE_LIMIT, extraction_texts
-    from dfsu.ui import info
-
-    uc = cfg.unlearning
-    loop, tokenizer = model
-    round_uc = dataclasses.replace(uc, max_steps=uc.loop_steps)
-    check, confirm = probes
-    unwrapped = loop.unwrapped()
-    first = check(0, 0.0)
-    base = (first["ppl"], confirm() if confirm else first["ppl"])
-    state = _RoundLog.open(work, cfg, first)
-    out = {"checks": [first], "keep": 0, "steps": 0, "stop_reason": "", "log": []}
-    number = max(len(state.rounds) - 1, 0)
-    if state.rounds:
-        set_peft_model_state_dict(unwrapped, state.load(number))
-        out = state.rounds[number]["out"]
-    while True:
-        estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
-        if number == len(state.rounds):  # a round resumed from disk was recorded before
-            state.add(number, estimate, out, _lora_state(unwrapped))
-        record = state.rounds[number]
-        info(f"{name} round {number}: {record['consistent']} consistent values")
-        sound = [r for r in state.rounds if r.get("degenerate", 0) <= DEGENERATE_LIMIT]
-        best = min(sound, key=lambda r: (r["consistent"], r["round"]))
-        collapsed = len(state.rounds) - len(sound)  # rounds discarded as degenerate so far
-        reason = None
-        if record.get("degenerate", 0) > DEGENERATE_LIMIT:
-            if collapsed > LOOP_RETRIES or number >= uc.loop_rounds:
-                reason = f"{record['degenerate']:.0f} % of the samples degenerate (discarded)"
-            else:  # back to the best round, on at half the learning rate
-                set_peft_model_state_dict(unwrapped, state.load(best["round"]))
-                estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
-        elif record["consistent"] == 0:
-            reason = "the leak estimate reached 0"
-        elif best["round"] != number:
-            reason = "the leak estimate stopped falling"
-        elif number > 0 and out["keep"] == 0:
-            reason = "no step of the round stayed within the perplexity bound"
-        elif number >= uc.loop_rounds:
-            reason = f"{uc.loop_rounds} rounds spent"
-        if reason is None:
-            values = [v["value"] for v in estimate["values"]]
-            prefixes = [p.prefix for p in meter.prompts]
-            rows = extraction_texts(prefixes, generations, spans, values, meter.keep)
-            # In place: the checks read the held-out share of this round's texts.
-            texts.update(_split_rows(rows, tokenizer, uc, cfg.seed + number))
-            loop.reset_optimizer_state()
-            loop.set_lr(uc.lr * 0.5**collapsed)
-            result = _train(
-                loop,
-                method,
-                round_uc,
-                texts,
-                check,
-                f"{name} r{number + 1}",
-                confirm,
-                base,
-            )
-            out = {k: result[k] for k in ("checks", "keep", "steps", "stop_reason", "log")}
-            number += 1
-            continue
-        break
-    set_peft_model_state_dict(unwrapped, state.load(best["round"]))
-    kept = state.rounds[best["round"]]["out"]
-    return {
-        "rounds": [{k: v for k, v in r.items() if k != "out"} for r in state.rounds],
-        "stop_reason": reason,
-        "kept_step": sum(r["kept_step"] for r in state.rounds[: best["round"] + 1]),
-        "out": dict(
-            kept,
-            steps=sum(r["steps"] for r in state.rounds),
-            total=uc.loop_rounds * uc.loop_steps,
-            start_ppl=base[1],
-            bound=base[1] * (1 + uc.max_ppl_increase),
-            backtracks=sum(1 for c in kept["checks"] if c.get("backtrack")),
-            log=[e for r in state.rounds for e in r["out"]["log"]],
-        ),
-    }
-
-
-def _split_rows(rows: list[dict], tokenizer: Any, uc: UnlearnConfig, seed: int) -> dict:
-    """Unlearning texts of one round, a held-out share for the PII-token proxy."""
-    rows = list(rows)
-    random.Random(f"holdout-{seed}").shuffle(rows)
-    n_held = max(1, round(uc.holdout * len(rows))) if len(rows) > 1 else 0
-    held = rows[:n_held] or rows
-    return {
-        "train": encode_masked(tokenizer, rows[n_held:] or rows, uc.max_length),
-        "held": encode_masked(tokenizer, held, uc.max_length),
-    }
-
-
-class _RoundLog:
-    """dfsu-loop's finished rounds on disk: rounds.json and one adapter state per round."""
-
-    def __init__(self, work: Path, key: str, rounds: list[dict]):
-        self.work, self.key, self.rounds = work, key, rounds
-
-    @classmethod
-    def open(cls, work: Path, cfg: RunConfig, first: dict) -> _RoundLog:
-        """The rounds saved for this configuration and starting model, or none."""
-        import hashlib
-        import json
-        import shutil
-
-        sections = [
-            dataclasses.asdict(getattr(cfg, n)) for n in ("unlearning", "leak", "evaluation")
-        ]
-        blob = json.dumps([cfg.seed, sections, first], sort_keys=True, default=str)
-        key = hashlib.sha256(blob.encode()).hexdigest()[:16]
-        path = work / "rounds.json"
-        if path.is_file():
-            saved = json.loads(path.read_text())
-            if saved.get("key") == key:
-                return cls(work, key, saved["rounds"])
-        shutil.rmtree(work, ignore_errors=True)  # another configuration's rounds
-        work.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return cls(work, key, [])
-
-    def add(self, number: int, estimate: dict, out: dict, lora: dict) -> None:
-        from safetensors.torch import save_file
-
-        save_file({k: v.contiguous().cpu() for k, v in lora.items()}, self.work / f"{number}.st")
-        checks = out["checks"]
-        self.rounds.append(
-            {
-                "round": number,
-                "consistent": estimate["consistent"],
-                "emitted": estimate["emitted"],
-                "degenerate": estimate["degenerate"],
-                "by_label": {k: v["consistent"] for k, v in estimate["by_label"].items()},
-                "kept_step": checks[out["keep"]]["step"],
-                "steps": out["steps"],
-                "round_stop": out["stop_reason"],
-                "ppl": checks[out["keep"]]["ppl"],
-                "out": {k: out[k] for k in ("checks", "keep", "steps", "stop_reason", "log")},
-            }
-        )
-        atomic_write_json(self.work / "rounds.json", {"key": self.key, "rounds": self.rounds})
-
-    def load(self, number: int) -> dict[str, torch.Tensor]:
-        from safetensors.torch import load_file
-
-        return load_file(str(self.work / f"{number}.st"))

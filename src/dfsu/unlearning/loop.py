@@ -1,0 +1,197 @@
+"""dfsu-loop's recipe: rounds of extract -> unlearn on the model's own samples.
+
+Each round estimates the leak of the current model, unlearns the samples that emit a
+consistent value with the row's method (the unlearning stage's ``train_steps``, handed in,
+within the original model's perplexity bound), and keeps the round with the lowest
+estimate; finished rounds are saved (``RoundLog``), so a killed run resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft import get_peft_model_state_dict, set_peft_model_state_dict
+
+from dfsu.components.batches import encode_masked
+from dfsu.components.training import TrainLoop
+from dfsu.config import RunConfig, UnlearnConfig
+from dfsu.rundir import atomic_write_json
+from dfsu.unlearning.methods import Method
+
+
+def lora_state(model: Any) -> dict[str, torch.Tensor]:
+    """A detached copy of the adapter weights (small: only the LoRA matrices)."""
+    return {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
+
+
+LOOP_RETRIES = 2  # a degenerate dfsu-loop round is retried from the best one at half the lr
+
+
+def loop_rounds(
+    cfg: RunConfig,
+    method: Method,
+    model: tuple[TrainLoop, Any],
+    meter: Any,
+    texts: dict,
+    probes: tuple[Any, Any],
+    name: str,
+    work: Path,
+    train_steps: Any,
+) -> dict[str, Any]:
+    """dfsu-loop: estimate the leak of the current model (round 0: the original); unlearn
+    the model's own samples that emit a consistent value (those values' tokens and the
+    annotator's spans ascended, the rest descended) for at most ``loop_steps`` steps within
+    the original model's perplexity bound; again, until the estimate reaches 0, stops
+    falling, no step of a round stays within the bound, or ``loop_rounds`` are spent. A round
+    whose samples are mostly degenerate (``leak.DEGENERATE_LIMIT``: collapse, not forgetting)
+    is never kept; the loop goes back to the best round and on at half the learning rate,
+    ``LOOP_RETRIES`` times. The round with the lowest estimate is kept.
+    Finished rounds are saved in ``work``, so a killed run resumes there."""
+    from dfsu.evaluation.leak import DEGENERATE_LIMIT, extraction_texts
+    from dfsu.ui import info
+
+    uc = cfg.unlearning
+    loop, tokenizer = model
+    round_uc = dataclasses.replace(uc, max_steps=uc.loop_steps)
+    check, confirm = probes
+    unwrapped = loop.unwrapped()
+    first = check(0, 0.0)
+    base = (first["ppl"], confirm() if confirm else first["ppl"])
+    state = RoundLog.open(work, cfg, first)
+    out = {"checks": [first], "keep": 0, "steps": 0, "stop_reason": "", "log": []}
+    number = max(len(state.rounds) - 1, 0)
+    if state.rounds:
+        set_peft_model_state_dict(unwrapped, state.load(number))
+        out = state.rounds[number]["out"]
+    while True:
+        estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
+        if number == len(state.rounds):  # a round resumed from disk was recorded before
+            state.add(number, estimate, out, lora_state(unwrapped))
+        record = state.rounds[number]
+        info(f"{name} round {number}: {record['consistent']} consistent values")
+        sound = [r for r in state.rounds if r.get("degenerate", 0) <= DEGENERATE_LIMIT]
+        best = min(sound, key=lambda r: (r["consistent"], r["round"]))
+        collapsed = len(state.rounds) - len(sound)  # rounds discarded as degenerate so far
+        reason = None
+        if record.get("degenerate", 0) > DEGENERATE_LIMIT:
+            if collapsed > LOOP_RETRIES or number >= uc.loop_rounds:
+                reason = f"{record['degenerate']:.0f} % of the samples degenerate (discarded)"
+            else:  # back to the best round, on at half the learning rate
+                set_peft_model_state_dict(unwrapped, state.load(best["round"]))
+                estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
+        elif record["consistent"] == 0:
+            reason = "the leak estimate reached 0"
+        elif best["round"] != number:
+            reason = "the leak estimate stopped falling"
+        elif number > 0 and out["keep"] == 0:
+            reason = "no step of the round stayed within the perplexity bound"
+        elif number >= uc.loop_rounds:
+            reason = f"{uc.loop_rounds} rounds spent"
+        if reason is None:
+            values = [v["value"] for v in estimate["values"]]
+            prefixes = [p.prefix for p in meter.prompts]
+            rows = extraction_texts(prefixes, generations, spans, values, meter.keep)
+            # In place: the checks read the held-out share of this round's texts.
+            texts.update(split_rows(rows, tokenizer, uc, cfg.seed + number))
+            loop.reset_optimizer_state()
+            loop.set_lr(uc.lr * 0.5**collapsed)
+            result = train_steps(
+                loop,
+                method,
+                round_uc,
+                texts,
+                check,
+                f"{name} r{number + 1}",
+                confirm,
+                base,
+            )
+            out = {k: result[k] for k in ("checks", "keep", "steps", "stop_reason", "log")}
+            number += 1
+            continue
+        break
+    set_peft_model_state_dict(unwrapped, state.load(best["round"]))
+    kept = state.rounds[best["round"]]["out"]
+    return {
+        "rounds": [{k: v for k, v in r.items() if k != "out"} for r in state.rounds],
+        "stop_reason": reason,
+        "kept_step": sum(r["kept_step"] for r in state.rounds[: best["round"] + 1]),
+        "out": dict(
+            kept,
+            steps=sum(r["steps"] for r in state.rounds),
+            total=uc.loop_rounds * uc.loop_steps,
+            start_ppl=base[1],
+            bound=base[1] * (1 + uc.max_ppl_increase),
+            backtracks=sum(1 for c in kept["checks"] if c.get("backtrack")),
+            log=[e for r in state.rounds for e in r["out"]["log"]],
+        ),
+    }
+
+
+def split_rows(rows: list[dict], tokenizer: Any, uc: UnlearnConfig, seed: int) -> dict:
+    """Unlearning texts of one round, a held-out share for the PII-token proxy."""
+    rows = list(rows)
+    random.Random(f"holdout-{seed}").shuffle(rows)
+    n_held = max(1, round(uc.holdout * len(rows))) if len(rows) > 1 else 0
+    held = rows[:n_held] or rows
+    return {
+        "train": encode_masked(tokenizer, rows[n_held:] or rows, uc.max_length),
+        "held": encode_masked(tokenizer, held, uc.max_length),
+    }
+
+
+class RoundLog:
+    """dfsu-loop's finished rounds on disk: rounds.json and one adapter state per round."""
+
+    def __init__(self, work: Path, key: str, rounds: list[dict]):
+        self.work, self.key, self.rounds = work, key, rounds
+
+    @classmethod
+    def open(cls, work: Path, cfg: RunConfig, first: dict) -> RoundLog:
+        """The rounds saved for this configuration and starting model, or none."""
+        import hashlib
+        import json
+        import shutil
+
+        sections = [
+            dataclasses.asdict(getattr(cfg, n)) for n in ("unlearning", "leak", "evaluation")
+        ]
+        blob = json.dumps([cfg.seed, sections, first], sort_keys=True, default=str)
+        key = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        path = work / "rounds.json"
+        if path.is_file():
+            saved = json.loads(path.read_text())
+            if saved.get("key") == key:
+                return cls(work, key, saved["rounds"])
+        shutil.rmtree(work, ignore_errors=True)  # another configuration's rounds
+        work.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return cls(work, key, [])
+
+    def add(self, number: int, estimate: dict, out: dict, lora: dict) -> None:
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous().cpu() for k, v in lora.items()}, self.work / f"{number}.st")
+        checks = out["checks"]
+        self.rounds.append(
+            {
+                "round": number,
+                "consistent": estimate["consistent"],
+                "emitted": estimate["emitted"],
+                "degenerate": estimate["degenerate"],
+                "by_label": {k: v["consistent"] for k, v in estimate["by_label"].items()},
+                "kept_step": checks[out["keep"]]["step"],
+                "steps": out["steps"],
+                "round_stop": out["stop_reason"],
+                "ppl": checks[out["keep"]]["ppl"],
+                "out": {k: out[k] for k in ("checks", "keep", "steps", "stop_reason", "log")},
+            }
+        )
+        atomic_write_json(self.work / "rounds.json", {"key": self.key, "rounds": self.rounds})
+
+    def load(self, number: int) -> dict[str, torch.Tensor]:
+        from safetensors.torch import load_file
+
+        return load_file(str(self.work / f"{number}.st"))
