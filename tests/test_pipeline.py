@@ -22,7 +22,7 @@ FAST = [
     "unlearning.loop_steps=3",
 ]
 OVERRIDES = MICRO + MICRO_INVERTER + FAST
-ROWS = ["original", "oracle", "dfsu", "ga", "gen_only", "dfsu-self", "dfsu-loop"]
+ROWS = ["original", "oracle", "dfsu", "ga", "gen_only", "dfsu-self", "dfsu-loop", "distill-loop"]
 
 
 def _without_timings(path):
@@ -92,7 +92,8 @@ def test_no_data_free_stage_opens_anything_under_run_data(reference):
         "annotate",
         "unlearn",
     }
-    assert {f"unlearn:{r}" for r in ("dfsu", "ga", "gen_only", "dfsu-self", "dfsu-loop")} <= free
+    unlearned = ("dfsu", "ga", "gen_only", "dfsu-self", "dfsu-loop", "distill-loop")
+    assert {f"unlearn:{r}" for r in unlearned} <= free
     offenders = [(stage, path) for stage, path in OPENED if stage in free]
     assert not offenders, offenders[:5]
     # The hook saw the stages that may read RUN/data do so: it can fail. (The pipeline
@@ -168,6 +169,7 @@ def test_run_writes_the_exact_files_and_every_row(reference):
         "dfsu",
         "dfsu-loop",
         "dfsu-self",
+        "distill-loop",
         "ga",
         "gen_only",
         "oracle",

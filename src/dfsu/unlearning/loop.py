@@ -20,7 +20,7 @@ from dfsu.components.batches import encode_masked
 from dfsu.components.training import TrainLoop
 from dfsu.config import RunConfig, UnlearnConfig
 from dfsu.rundir import atomic_write_json
-from dfsu.unlearning.methods import Method
+from dfsu.unlearning.methods import Method, learning_rate
 
 
 def lora_state(model: Any) -> dict[str, torch.Tensor]:
@@ -98,7 +98,7 @@ def loop_rounds(
             # In place: the checks read the held-out share of this round's texts.
             texts.update(split_rows(rows, tokenizer, uc, cfg.seed + number))
             loop.reset_optimizer_state()
-            loop.set_lr(uc.lr * 0.5**collapsed)
+            loop.set_lr(learning_rate(method, uc) * 0.5**collapsed)
             result = train_steps(
                 loop,
                 method,

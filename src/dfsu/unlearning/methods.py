@@ -48,6 +48,14 @@ class Method:
     keep: str = (
         "proxy"  # kept check: "proxy" = highest held-out PII loss, "last" = last within bound
     )
+    lr_setting: str | None = None  # an unlearning.* learning rate of its own (null: lr)
+
+
+def learning_rate(method: Method, uc: UnlearnConfig) -> float:
+    """The method's learning rate: its own setting when it has one and it is set, else
+    ``unlearning.lr``."""
+    own = getattr(uc, method.lr_setting) if method.lr_setting else None
+    return uc.lr if own is None else own
 
 
 def _pscu(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
@@ -129,6 +137,7 @@ METHODS: dict[str, Method] = {
             "lowered by distill_gamma at PII positions (UNDIAL); no ascent",
             _distill,
             needs_logits=True,
+            lr_setting="distill_lr",
         ),
     )
 }

@@ -60,7 +60,7 @@ from dfsu.rundir import (
 from dfsu.ui import progress_bar
 from dfsu.unlearning.loop import lora_state
 from dfsu.unlearning.losses import retain_objective, token_losses
-from dfsu.unlearning.methods import DATA, METHODS, Method, Terms
+from dfsu.unlearning.methods import DATA, METHODS, Method, Terms, learning_rate
 from dfsu.unlearning.stopping import StopRule, confirmed_check, decide, within
 
 # PEFT still calls a transformers method that warns about its own deprecation on every load.
@@ -515,9 +515,6 @@ def unlearn(
     if data not in DATA:
         raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
     name = safe_name(name or f"{method}-{data}")
-    if method == "distill" and cfg.unlearning.distill_lr is not None:
-        lr = cfg.unlearning.distill_lr
-        cfg = dataclasses.replace(cfg, unlearning=dataclasses.replace(cfg.unlearning, lr=lr))
     owner = as_owner(where)
     pseudo = pseudo or pseudo_dir(owner.root, cfg.synthesis.source)
     started = time.time()
@@ -538,7 +535,8 @@ def unlearn(
     model = get_peft_model(base, lora_config(uc, modules, base.config.model_type))
     texts = _data(cfg, owner, data, (pseudo, truth), tokenizer, METHODS[method])
     texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=uc.lr)
+    lr = learning_rate(METHODS[method], uc)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     loop = TrainLoop(model, optimizer, cfg.target.device)
     recited = _add_recitations(cfg, run, loop, tokenizer, texts["retain"])
     tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
