@@ -64,6 +64,7 @@ def test_no_check_within_keeps_the_untouched_adapter():
 def test_every_method_is_one_entry_with_a_working_objective():
     uc = UnlearnConfig()
     losses = torch.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+    logits = torch.randn(1, 3, 5, generator=torch.Generator().manual_seed(0)).requires_grad_()
     ones = torch.ones(1, 3)
     terms = Terms(
         losses=losses,
@@ -72,13 +73,18 @@ def test_every_method_is_one_entry_with_a_working_objective():
         reference=torch.tensor([[1.0, 2.0, 3.0]]),
         retain_losses=torch.tensor([[0.5, 0.5, 0.5]]),
         retain_valid=ones,
+        logits=logits,
+        reference_logits=logits.detach() + 0.1,
+        targets=torch.tensor([[1, 2, 3]]),
     )
-    assert [m.row for m in METHODS.values()] == ["dfsu", "ga", "gen_only", "npo", "graddiff"]
+    rows = [m.row for m in METHODS.values()]
+    assert rows == ["dfsu", "ga", "gen_only", "npo", "graddiff", "distill"]
     for method in METHODS.values():
         parts = method.objective(terms, uc)
         parts["loss"].backward()
-        assert losses.grad is not None and torch.isfinite(parts["loss"])
-        losses.grad = None
+        trained = logits if method.needs_logits else losses  # what the objective reads
+        assert trained.grad is not None and torch.isfinite(parts["loss"])
+        losses.grad = logits.grad = None
     # pscu ascends the PII token (gradient -beta/1) and descends the context (+alpha/2 each).
     METHODS["pscu"].objective(terms, UnlearnConfig(alpha=1.0, beta=1.0))["loss"].backward()
     assert losses.grad.tolist() == [[0.5, -1.0, 0.5]]
