@@ -495,6 +495,52 @@ def train_steps(
     }
 
 
+def _adapted_model(owner: Owner, uc: UnlearnConfig) -> tuple[Any, Any, list[str]]:
+    """The owner's frozen model with LoRA adapters on the chosen modules, its tokenizer and
+    the module names (every one must exist in the model)."""
+    base, tokenizer = load_causal_lm(owner.model)
+    modules = lora_modules(base.config.model_type, uc.lora_target)
+    if missing := missing_modules(base, modules):
+        raise DfsuError(
+            f"unlearning.lora_target {uc.lora_target}: the {base.config.model_type} model has "
+            f"no module {', '.join(missing)}"
+        )
+    model = get_peft_model(base, lora_config(uc, modules, base.config.model_type))
+    return model, tokenizer, modules
+
+
+def _probes(cfg: RunConfig, method: Method, texts: dict, model: tuple, meters: tuple):
+    """``check(step, epoch)``: perplexity on the checked documents, the held-out PII-token
+    proxy, the leak estimate when it selects (``meters``: the select draw, or None) and the
+    privacy trajectory when tracked; ``confirm()``: perplexity on all held-out documents, or
+    None when the checks read all of them."""
+    loop, tokenizer = model
+    meter, tracker = meters
+    uc = cfg.unlearning
+    window = default_window(loop.unwrapped())
+    check_pieces = perplexity_pieces(tokenizer, texts["check_texts"], window)
+    all_pieces = perplexity_pieces(tokenizer, texts["eval_texts"], window)
+
+    def full_ppl() -> float:
+        return perplexity_of(loop.unwrapped(), all_pieces, texts["pad"], device=loop.device)
+
+    def check(step: int, epoch: float) -> dict[str, Any]:
+        unwrapped = loop.unwrapped()
+        ppl = perplexity_of(unwrapped, check_pieces, texts["pad"], device=loop.device)
+        proxy = pii_token_loss(unwrapped, texts["held"], texts["pad"], loop.device)
+        result = {"step": step, "epoch": round(epoch, 3), "ppl": ppl, "pii_loss": proxy}
+        if meter is not None and keep_rule(method, uc) == "leak":
+            estimate = meter(unwrapped, tokenizer, loop.device, limit=cfg.leak.check_prompts)[0]
+            result["leak"] = estimate["consistent"]
+        if tracker is not None:
+            result |= tracker(unwrapped)
+        loop.model.train()
+        return result
+
+    confirm = full_ppl if len(texts["check_texts"]) < len(texts["eval_texts"]) else None
+    return check, confirm
+
+
 def unlearn(
     cfg: RunConfig,
     where: Owner | str | Path,
@@ -524,15 +570,7 @@ def unlearn(
         truth = read_records(run)
     torch.manual_seed(cfg.seed)
 
-    # Model: the frozen target with LoRA adapters on the chosen modules.
-    base, tokenizer = load_causal_lm(owner.model)
-    modules = lora_modules(base.config.model_type, uc.lora_target)
-    if missing := missing_modules(base, modules):
-        raise DfsuError(
-            f"unlearning.lora_target {uc.lora_target}: the {base.config.model_type} model has "
-            f"no module {', '.join(missing)}"
-        )
-    model = get_peft_model(base, lora_config(uc, modules, base.config.model_type))
+    model, tokenizer, modules = _adapted_model(owner, uc)
     texts = _data(cfg, owner, data, (pseudo, truth), tokenizer, METHODS[method])
     texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
     lr = learning_rate(METHODS[method], uc)
@@ -544,28 +582,9 @@ def unlearn(
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
         meter = leak_meter(cfg, owner, tokenizer, "select")
 
-    window = default_window(model)
-    check_pieces = perplexity_pieces(tokenizer, texts["check_texts"], window)
-    all_pieces = perplexity_pieces(tokenizer, texts["eval_texts"], window)
-
-    def full_ppl() -> float:
-        return perplexity_of(loop.unwrapped(), all_pieces, texts["pad"], device=loop.device)
-
-    def check(step: int, epoch: float) -> dict[str, Any]:
-        unwrapped = loop.unwrapped()
-        ppl = perplexity_of(unwrapped, check_pieces, texts["pad"], device=loop.device)
-        proxy = pii_token_loss(unwrapped, texts["held"], texts["pad"], loop.device)
-        result = {"step": step, "epoch": round(epoch, 3), "ppl": ppl, "pii_loss": proxy}
-        if meter is not None and keep_rule(METHODS[method], uc) == "leak":
-            estimate = meter(unwrapped, tokenizer, loop.device, limit=cfg.leak.check_prompts)[0]
-            result["leak"] = estimate["consistent"]
-        if tracker is not None:
-            result |= tracker(unwrapped)
-        loop.model.train()
-        return result
+    check, confirm = _probes(cfg, METHODS[method], texts, (loop, tokenizer), (meter, tracker))
 
     # Loop: optimizer steps with accumulation; checks and the stopping policy.
-    confirm = full_ppl if len(texts["check_texts"]) < len(texts["eval_texts"]) else None
     start_stats = (
         pii_token_stats(model, texts["train"], texts["pad"], loop.device)
         if data != "loop"
