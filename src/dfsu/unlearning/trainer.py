@@ -394,6 +394,45 @@ def check_every(method: Method, uc: UnlearnConfig) -> int:
     return uc.eval_every
 
 
+def _schedule(loop: TrainLoop, method: Method, uc: UnlearnConfig, data: dict):
+    """The forget-batch loader, the public-text batches (or None), micro-batches per step,
+    steps per epoch and the step budget."""
+    pad = data["pad"]
+    loader = loop.prepare_loader(_loader(data["train"], uc, pad, data["seed"]))
+    retain = None
+    if method.needs_retain or uc.retain_weight > 0:
+        retain = _Retain(loop.prepare_loader(_loader(data["retain"], uc, pad, None)))
+    accumulation = uc.batch_size // uc.micro_batch_size
+    per_epoch = math.ceil(len(loader) / accumulation)
+    total = per_epoch * uc.epochs
+    total = min(total, uc.max_steps) if uc.max_steps is not None else total
+    return loader, retain, accumulation, per_epoch, total
+
+
+def _follow(loop: TrainLoop, checks: list, states: dict, rule: StopRule, entry: dict, prune: bool):
+    """After a check: keep its adapter when it is within the bound, ask ``decide``, go back
+    to the check it names (a fresh optimizer at half the learning rate) on a backtrack, and,
+    with ``prune``, forget the adapters no later decision can return to (in place)."""
+    unwrapped = loop.unwrapped()
+    now = checks[-1]
+    if within(now, rule):
+        states[len(checks) - 1] = lora_state(unwrapped)
+    decision = decide(checks, rule)
+    if decision.over:
+        entry["over_bound"] = decision.over
+    if decision.action == "backtrack":
+        set_peft_model_state_dict(unwrapped, states[decision.restore])
+        loop.reset_optimizer_state()
+        loop.scale_lr(0.5)
+        now["backtrack"] = True
+        entry["backtrack"] = sum(1 for c in checks if c.get("backtrack"))
+    if prune:  # otherwise every check within may yet be kept
+        last_good = max(i for i, c in enumerate(checks) if within(c, rule))
+        for i in [i for i in states if i not in (decision.keep, last_good)]:
+            del states[i]
+    return decision
+
+
 def train_steps(
     loop: TrainLoop,
     method: Method,
@@ -412,15 +451,7 @@ def train_steps(
     documents) the bound is relative to; default: this run's first check (later rounds of
     dfsu-loop keep the original model's)."""
     unwrapped = loop.unwrapped()
-    pad = data["pad"]
-    loader = loop.prepare_loader(_loader(data["train"], uc, pad, data["seed"]))
-    retain = None
-    if method.needs_retain or uc.retain_weight > 0:
-        retain = _Retain(loop.prepare_loader(_loader(data["retain"], uc, pad, None)))
-    accumulation = uc.batch_size // uc.micro_batch_size
-    per_epoch = math.ceil(len(loader) / accumulation)
-    total = per_epoch * uc.epochs
-    total = min(total, uc.max_steps) if uc.max_steps is not None else total
+    loader, retain, accumulation, per_epoch, total = _schedule(loop, method, uc, data)
     every = check_every(method, uc)
 
     def loss_of(batch: dict) -> tuple[torch.Tensor, dict]:
@@ -443,26 +474,13 @@ def train_steps(
             if step % every == 0 or step == total:
                 entry["check"] = now = check(step, step / per_epoch)
                 checks.append(now)
-                if within(now, rule):
-                    states[len(checks) - 1] = lora_state(unwrapped)
-                decision = decide(checks, rule)
-                if decision.over:
-                    entry["over_bound"] = decision.over
-                if decision.action == "backtrack":
-                    set_peft_model_state_dict(unwrapped, states[decision.restore])
-                    loop.reset_optimizer_state()
-                    loop.scale_lr(0.5)
-                    now["backtrack"] = True
-                    entry["backtrack"] = sum(1 for c in checks if c.get("backtrack"))
-                elif decision.reason == "plateau":
+                decision = _follow(loop, checks, states, rule, entry, prune=confirm is None)
+                if decision.reason == "plateau":
                     stop_reason = f"checks stopped moving ({uc.plateau_checks} checks)"
                 elif decision.action == "stop":
                     stop_reason = f"perplexity rose more than {uc.max_ppl_increase:.0%}"
                     if uc.backtracks:
                         stop_reason += f" (after {uc.backtracks} backtracks)"
-                last_good = max(i for i, c in enumerate(checks) if within(c, rule))
-                if confirm is None:  # otherwise every check within may yet be kept
-                    states = {i: s for i, s in states.items() if i in (decision.keep, last_good)}
                 bar.update(0, info=f"ppl {now['ppl']:.2f} pii-loss {now['pii_loss']:.2f}")
                 if decision.action == "stop":
                     log.append(entry)
