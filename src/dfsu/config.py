@@ -448,11 +448,13 @@ class UnlearnConfig:
         10.0,
         "distill: nats the PII token's logit is lowered by in the distillation target",
         neutral=10.0,
+        bounds=(0.0, 1000.0),
     )
     distill_pii_weight: float = _f(
         1.0,
         "distill: weight of the PII positions' KL beside the context positions' KL",
         neutral=1.0,
+        bounds=(0.0, 1000.0),
     )
     distill_lr: float | None = _f(
         None,
@@ -465,6 +467,7 @@ class UnlearnConfig:
         "distill: weight of the unlikelihood -log(1 - p) of the PII tokens (a pull that fades "
         "as the model stops predicting them)",
         neutral=0.0,
+        bounds=(0.0, 1000.0),
     )
     ascent_cap: float | None = _f(
         None,
@@ -621,14 +624,6 @@ class UnlearnConfig:
             self.distill_lr is None or (math.isfinite(self.distill_lr) and self.distill_lr > 0),
             "unlearning.distill_lr",
             "must be finite and > 0 (or null)",
-        )
-        _check(
-            all(
-                math.isfinite(x) and 0 <= x <= 1000
-                for x in (self.distill_gamma, self.distill_pii_weight, self.distill_unlikelihood)
-            ),
-            "unlearning.distill_gamma/distill_pii_weight/distill_unlikelihood",
-            "must be finite and in [0, 1000]",
         )
 
 
