@@ -29,7 +29,7 @@ from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
 from dfsu.evaluation.utility import label_scores, nli_prompt
 from dfsu.ui import set_quiet
-from dfsu.unlearning.trainer import unlearn
+from dfsu.stages.unlearn import unlearn
 
 
 def _gen_only(run: Path, steps: int, every: int) -> None:

@@ -10,7 +10,7 @@ from dfsu.cli import main
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
 from dfsu.pii.redact import mask_value
-from dfsu.unlearning.trainer import unlearn
+from dfsu.stages.unlearn import unlearn
 
 FAST = [
     *FAST_UNLEARNING,

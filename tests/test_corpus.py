@@ -4,9 +4,9 @@ from collections import Counter
 
 import pytest
 
-from dfsu.components.records import read_records
+from dfsu.pii.run_records import read_records
 from dfsu.components.text import generate_documents
-from dfsu.corpus import build_corpus, generate_nli, load_documents, load_nli
+from dfsu.stages.corpus import build_corpus, generate_nli, load_documents, load_nli
 from dfsu.errors import DfsuError
 
 
@@ -123,9 +123,9 @@ def test_contact_lines_are_injected_probed_as_keep_em_and_listed_to_keep(tmp_pat
     from conftest import MICRO
 
     import dfsu.evaluation.retain as retain
-    from dfsu.components.records import read_retain_records
+    from dfsu.pii.run_records import read_retain_records
     from dfsu.config import load_config
-    from dfsu.synthesis import drop_kept, read_keep_file
+    from dfsu.stages.synthesis import drop_kept, read_keep_file
 
     cfg = load_config("tiny", [*MICRO, "corpus.contact_records=6"])
     run = tmp_path / "run"

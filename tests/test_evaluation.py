@@ -8,8 +8,8 @@ import torch
 
 from dfsu.cli import main
 from dfsu.components.models import load_causal_lm
-from dfsu.components.records import read_records
-from dfsu.evaluation.evaluate import read_score_file, score_samples
+from dfsu.pii.run_records import read_records
+from dfsu.stages.evaluate import read_score_file, score_samples
 from dfsu.evaluation.sampler import (
     _top_per_group,
     branch_recitations,
@@ -227,7 +227,7 @@ def test_evaluate_with_a_peft_adapter_and_show_pii(trained_run, tmp_path):
 def test_one_token_labels_are_read_from_one_sequence_per_prompt_with_the_same_scores():
     from dfsu.config import TargetConfig
     from dfsu.evaluation.utility import label_scores
-    from dfsu.target import build_model
+    from dfsu.stages.target import build_model
 
     torch.manual_seed(0)
     tc = TargetConfig(vocab_size=300, hidden_size=32, num_layers=1, num_heads=2)

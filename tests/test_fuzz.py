@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dfsu.errors import DfsuError
-from dfsu.evaluation.evaluate import read_score_file, score_samples
+from dfsu.stages.evaluate import read_score_file, score_samples
 from dfsu.pii.reader import parse_row, read_pii_file
 from dfsu.pii.records import PiiRecord
 

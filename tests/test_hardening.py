@@ -127,7 +127,7 @@ def test_damaged_taggers_are_one_line_errors_and_odd_text_is_tagged(tmp_path, ca
 
 
 def test_undefined_metrics_do_not_break_the_report_or_the_best_row(tmp_path):
-    from dfsu.report import write_report
+    from dfsu.stages.report import write_report
     from dfsu.results import best_data_free
 
     rows = [
@@ -166,7 +166,7 @@ def test_a_manifest_entry_that_is_not_an_object_is_a_one_line_error(tmp_path):
 
 
 def test_drop_kept_leaves_public_values_unmarked():
-    from dfsu.synthesis import drop_kept
+    from dfsu.stages.synthesis import drop_kept
 
     text = "Call 0800 555 0142 or mail help@acme.example; Bob at bob@x.example"
     spans = [

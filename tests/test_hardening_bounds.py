@@ -259,7 +259,7 @@ def test_evaluate_leaves_no_generations_file_when_the_result_cannot_be_written(
     trained_micro_run, tmp_path, capsys, monkeypatch
 ):
     _, run = trained_micro_run
-    monkeypatch.setattr("dfsu.evaluation.evaluate.atomic_write_json", enospc)
+    monkeypatch.setattr("dfsu.stages.evaluate.atomic_write_json", enospc)
     out = tmp_path / "e.json"
     args = ["--quiet", "evaluate", "--model", str(run / "target"), "--run", str(run)]
     args += ["--out", str(out), "evaluation.num_samples=1", "leak.enabled=false"]

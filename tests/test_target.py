@@ -10,9 +10,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, T5Config, T5ForCon
 from dfsu.components.batches import pack_documents
 from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
-from dfsu.corpus import build_corpus
+from dfsu.stages.corpus import build_corpus
 from dfsu.errors import DfsuError
-from dfsu.target import train_target, train_tokenizer
+from dfsu.stages.target import train_target, train_tokenizer
 
 
 def test_byte_level_bpe_round_trips_text():

@@ -9,7 +9,7 @@ import torch
 from dfsu.components import profiling
 from dfsu.components.training import TrainLoop
 from dfsu.config import TargetConfig
-from dfsu.target import build_model
+from dfsu.stages.target import build_model
 
 
 def _step(cpu_bf16: bool) -> tuple[torch.dtype, float, list[torch.dtype]]:

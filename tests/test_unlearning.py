@@ -24,7 +24,7 @@ from dfsu.unlearning.losses import (
     pscu_objective,
     token_losses,
 )
-from dfsu.unlearning.trainer import lora_modules, unlearn
+from dfsu.stages.unlearn import lora_modules, unlearn
 
 L = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 M = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
@@ -65,7 +65,7 @@ def test_pscu_ascent_cap_by_hand():
 def test_pii_token_stats_by_hand():
     from types import SimpleNamespace
 
-    from dfsu.unlearning.trainer import pii_token_stats
+    from dfsu.stages.unlearn import pii_token_stats
 
     class Always1(torch.nn.Module):  # p(token 1) = 0.9 everywhere, the rest share 0.1
         def forward(self, input_ids, attention_mask):
@@ -155,7 +155,7 @@ def test_lora_modules_per_architecture():
 
 
 def test_every_lora_module_name_matches_a_module_or_unlearn_refuses(trained_micro_run, tmp_path):
-    from dfsu.unlearning.trainer import missing_modules
+    from dfsu.stages.unlearn import missing_modules
 
     cfg, source = trained_micro_run
     model, _ = load_causal_lm(source / "target")
@@ -164,7 +164,7 @@ def test_every_lora_module_name_matches_a_module_or_unlearn_refuses(trained_micr
     # The output layer's old name: PEFT would skip it silently beside the MLP names.
     assert missing_modules(model, ["embed_out", "dense_4h_to_h"]) == ["embed_out"]
     run = _copy(source, tmp_path)
-    import dfsu.unlearning.trainer as trainer
+    import dfsu.stages.unlearn as trainer
 
     head = dict(trainer.LORA_MODULES["gpt_neox"], head=["embed_out"])
     with pytest.MonkeyPatch.context() as mp:
@@ -237,7 +237,7 @@ def test_trainer_keeps_base_parameters_frozen(trained_micro_run, tmp_path, monke
         }
         return peft_model
 
-    monkeypatch.setattr("dfsu.unlearning.trainer.get_peft_model", spy)
+    monkeypatch.setattr("dfsu.stages.unlearn.get_peft_model", spy)
     cfg, source = trained_micro_run
     run = _copy(source, tmp_path)
     before = file_hash(run / "target" / "model.safetensors")
@@ -294,9 +294,9 @@ def test_early_stopping_keeps_the_initial_adapter_when_every_check_breaks_the_bo
 TWO_PROCESS_SCRIPT = """
 import sys
 from dfsu.config import load_config
-from dfsu.inversion.train import train_inverter
-from dfsu.target import train_target
-from dfsu.unlearning.trainer import unlearn
+from dfsu.stages.inverter import train_inverter
+from dfsu.stages.target import train_target
+from dfsu.stages.unlearn import unlearn
 
 run, overrides = sys.argv[1], sys.argv[2:]
 cfg = load_config("tiny", overrides)
@@ -359,7 +359,7 @@ def test_pscu_with_public_retain_descent_logs_the_retain_term(trained_micro_run,
 
 @pytest.mark.slow
 def test_track_privacy_records_e_hit_per_check_matching_the_evaluator(trained_micro_run, tmp_path):
-    from dfsu.evaluation.evaluate import evaluate_model
+    from dfsu.stages.evaluate import evaluate_model
 
     _, source = trained_micro_run
     run = _copy(source, tmp_path)

@@ -498,7 +498,7 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
         if args.tagger:
             path = Path(args.tagger)
         elif args.run:
-            from dfsu.synthesis import tagger_dir
+            from dfsu.stages.synthesis import tagger_dir
 
             run_cfg = _run_config(Path(args.run), [])
             path, labels = tagger_dir(run_cfg, Path(args.run)), run_cfg.synthesis.tagger_labels
@@ -554,9 +554,9 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
 
 def cmd_build_corpus(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.corpus import build_corpus
     from dfsu.pipeline import run_stage
     from dfsu.rundir import create_run_dir, save_config
+    from dfsu.stages.corpus import build_corpus
 
     cfg = load_config(args.config, args.overrides)
     run = create_run_dir(args.out)
@@ -573,9 +573,9 @@ def cmd_build_corpus(args: argparse.Namespace) -> int:
 
 
 def _ensure_corpus(cfg, run: Path) -> None:
-    from dfsu.corpus import build_corpus
     from dfsu.pipeline import run_stage
     from dfsu.rundir import create_run_dir, save_config
+    from dfsu.stages.corpus import build_corpus
     from dfsu.ui import info
 
     if not (run / "data" / "train.jsonl").is_file():
@@ -590,7 +590,7 @@ def cmd_train_target(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.pipeline import run_stage
     from dfsu.rundir import save_config
-    from dfsu.target import train_target
+    from dfsu.stages.target import train_target
 
     cfg = load_config(args.config, args.overrides)
     run = Path(args.out)
@@ -604,9 +604,9 @@ def cmd_train_target(args: argparse.Namespace) -> int:
 
 def cmd_train_inverter(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.inversion.train import train_inverter
     from dfsu.pipeline import run_stage
     from dfsu.rundir import save_config
+    from dfsu.stages.inverter import train_inverter
 
     cfg = load_config(args.config, args.overrides)
     run = Path(args.out)
@@ -668,7 +668,7 @@ def cmd_invert(args: argparse.Namespace) -> int:
     )
     secrets: list[str] = []
     if not args.show_pii and (run / "data" / "pii_records.jsonl").is_file():
-        from dfsu.components.records import read_records
+        from dfsu.pii.run_records import read_records
 
         secrets = [s.value for r in read_records(run) for s in r.spans]
     from dfsu.pii.redact import redact_text
@@ -692,7 +692,7 @@ def _run_config(run: Path, overrides: list[str]):
 def cmd_synthesize(args: argparse.Namespace) -> int:
     from dfsu.pipeline import run_stage
     from dfsu.rundir import pseudo_dir
-    from dfsu.synthesis import synthesize
+    from dfsu.stages.synthesis import synthesize
 
     extra = list(args.overrides)
     if args.pii_types:
@@ -713,9 +713,9 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     stats = json.loads((out / "stats.json").read_text())
     found = ""
     if (run / "data" / "pii_records.jsonl").is_file():  # the evaluator's figure, after the stage
-        from dfsu.components.records import read_records
+        from dfsu.pii.run_records import read_records
         from dfsu.rundir import read_jsonl
-        from dfsu.synthesis import private_entity_share
+        from dfsu.stages.synthesis import private_entity_share
 
         values = {s.value for r in read_records(run) for s in r.spans}
         share = private_entity_share([r["text"] for r in read_jsonl(out / "texts.jsonl")], values)
@@ -734,7 +734,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 def cmd_annotate(args: argparse.Namespace) -> int:
     from dfsu.pipeline import run_stage
     from dfsu.rundir import pseudo_dir
-    from dfsu.synthesis import annotate
+    from dfsu.stages.synthesis import annotate
 
     run = Path(args.run)
     extra = list(args.overrides)
@@ -784,8 +784,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 def cmd_unlearn(args: argparse.Namespace) -> int:
     from dfsu.pipeline import run_stage
     from dfsu.rundir import pseudo_dir, read_jsonl, safe_name
+    from dfsu.stages.unlearn import unlearn
     from dfsu.ui import say
-    from dfsu.unlearning.trainer import unlearn
 
     run = Path(args.run)
     cfg = _run_config(run, args.overrides)
@@ -805,7 +805,7 @@ def cmd_unlearn(args: argparse.Namespace) -> int:
     out = run / "unlearned" / name
     truth = None  # the true records: the oracle's data or the evaluator's trajectory
     if args.data == "oracle" or cfg.unlearning.track_privacy:
-        from dfsu.components.records import read_records
+        from dfsu.pii.run_records import read_records
 
         truth = read_records(run)
     run_stage(
@@ -1127,7 +1127,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from dfsu.evaluation.evaluate import metric_line, read_score_file, score_samples
+    from dfsu.stages.evaluate import metric_line, read_score_file, score_samples
 
     result = score_samples(read_score_file(args.file), seed=args.seed)
     if args.json:
@@ -1141,7 +1141,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from dfsu.evaluation.evaluate import evaluate_model, metric_line
+    from dfsu.stages.evaluate import evaluate_model, metric_line
     from dfsu.ui import terminal_safe
 
     run = Path(args.run)

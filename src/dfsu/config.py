@@ -332,7 +332,7 @@ class TaggerConfig:
     )
 
     def __post_init__(self) -> None:
-        from dfsu.pii.records import LABELS_200K, canonical_label
+        from dfsu.labels import LABELS_200K, canonical_label
 
         _check_ranges(self, "tagger.")
         bad = [x for x in self.labels or [] if canonical_label(x) not in LABELS_200K]
@@ -427,7 +427,7 @@ class SynthesisConfig:
             "synthesis.annotator",
             f"must be one of {', '.join(ANNOTATORS)}",
         )
-        from dfsu.pii.records import LABELS_200K, canonical_label
+        from dfsu.labels import LABELS_200K, canonical_label
 
         bad = [x for x in self.tagger_labels or [] if canonical_label(x) not in LABELS_200K]
         _check(not bad, "synthesis.tagger_labels", f"unknown labels {capped_repr(bad)}")

@@ -272,10 +272,10 @@ def run_pipeline(
     """corpus -> target -> inverter -> tagger -> synthesize -> annotate -> unlearn -> evaluate
     -> report. Rows of an earlier results.json that ``rows`` leaves out are an error unless
     ``drop_rows``."""
-    from dfsu.corpus import build_corpus
     from dfsu.owner import run_owner, seal_target
-    from dfsu.report import write_report
-    from dfsu.target import retrain_target, train_target
+    from dfsu.stages.corpus import build_corpus
+    from dfsu.stages.report import write_report
+    from dfsu.stages.target import retrain_target, train_target
 
     rows = rows or default_rows(cfg)
     unknown = [r for r in rows if r not in KNOWN_ROWS]
@@ -468,8 +468,8 @@ def pseudo_stages(
     """The inverter (when a row needs inversion) and pseudo-PII per source, each in
     ROOT/pseudo/<source>/, from the owner's side only; their keys join ``keys``. Returns the
     sources. (`dfsu run` and `dfsu forget` share it.)"""
-    from dfsu.inversion.train import train_inverter
-    from dfsu.synthesis import annotate, synthesize
+    from dfsu.stages.inverter import train_inverter
+    from dfsu.stages.synthesis import annotate, synthesize
 
     run = owner.root
 
@@ -508,8 +508,8 @@ def unlearn_stages(
     """One adapter per unlearned row of the owner's model (keys join ``keys``);
     ``dfsu-<configured source>`` shares the dfsu row's. Returns each row's model directory
     (None: the dfsu row's). (`dfsu run` and `dfsu forget` share it.)"""
-    from dfsu.components.records import read_records
-    from dfsu.unlearning.trainer import unlearn
+    from dfsu.pii.run_records import read_records
+    from dfsu.stages.unlearn import unlearn
 
     run = owner.root
 
@@ -545,7 +545,7 @@ def _evaluate_rows(
     show_pii: bool,
 ) -> list[dict[str, Any]]:
     """Every model's evaluation, as results rows in the order asked for."""
-    from dfsu.evaluation.evaluate import evaluate_model
+    from dfsu.stages.evaluate import evaluate_model
 
     results = []
     for row in rows:

@@ -34,7 +34,7 @@ def tokenizer_exposure(run: Path) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from dfsu.audit import vocabulary_entries, vocabulary_pii
-    from dfsu.components.records import read_records
+    from dfsu.pii.run_records import read_records
 
     tokenizer = AutoTokenizer.from_pretrained(run / "target")
     out = vocabulary_pii(tokenizer)
@@ -166,9 +166,9 @@ def result_row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
 def pseudo_stats(run: Path, sources: set[str]) -> dict[str, Any]:
     """Per source: texts and candidates, and (the evaluator's figure, read here, outside
     the stages) the share of the private values the pseudo texts hold."""
-    from dfsu.components.records import read_records
+    from dfsu.pii.run_records import read_records
     from dfsu.rundir import read_jsonl
-    from dfsu.synthesis import private_entity_share
+    from dfsu.stages.synthesis import private_entity_share
 
     values = {s.value for r in read_records(run) for s in r.spans}
     out = {}

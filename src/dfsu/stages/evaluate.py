@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dfsu.components.records import read_records, read_retain_records
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, e_hit_by_label, score
@@ -15,6 +14,7 @@ from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_prompts
 from dfsu.evaluation.utility import nli_accuracy, perplexity, suffix_nll
 from dfsu.pii.redact import redact_text
+from dfsu.pii.run_records import read_records, read_retain_records
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
 
 

@@ -42,13 +42,13 @@ from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
 
 from dfsu.components.batches import collate_masked, encode_masked
 from dfsu.components.models import load_causal_lm
-from dfsu.components.records import read_records
 from dfsu.components.training import TrainLoop
 from dfsu.config import RECITE_BRANCHES, RunConfig, UnlearnConfig
 from dfsu.errors import DfsuError
 from dfsu.evaluation.leak import leak_meter
 from dfsu.evaluation.utility import default_window, perplexity_of, perplexity_pieces
 from dfsu.owner import Owner, as_owner
+from dfsu.pii.run_records import read_records
 from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,

@@ -21,7 +21,6 @@ from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedModel, Pre
 
 from dfsu.components.batches import collate, pack_documents
 from dfsu.components.models import cpu_bf16, load_causal_lm, pick_device
-from dfsu.components.records import read_records, read_retain_records
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import RunConfig, TargetConfig
 from dfsu.errors import DfsuError
@@ -30,6 +29,7 @@ from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.evaluation.utility import perplexity, perplexity_of, perplexity_pieces
 from dfsu.pii import PiiRecord
+from dfsu.pii.run_records import read_records, read_retain_records
 from dfsu.rundir import (
     atomic_write_json,
     atomic_write_jsonl,
