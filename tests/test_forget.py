@@ -144,7 +144,7 @@ def test_forget_runs_on_random_gpt2_and_llama_checkpoints(trained_micro_run, tmp
 
     assert AutoConfig.from_pretrained(out / "merged").model_type == kind
     lora = json.loads((out / "adapter" / "adapter_config.json").read_text())
-    from dfsu.stages.unlearn import lora_modules
+    from dfsu.unlearning.lora import lora_modules
 
     assert sorted(lora["target_modules"]) == sorted(lora_modules(kind, "mlp"))
 

@@ -126,7 +126,7 @@ def test_keep_by_leak_keeps_the_fewest_consistent_values_within_the_bound():
 
 
 def test_keep_rule_follows_keep_by_except_for_methods_kept_by_their_last_check():
-    from dfsu.stages.unlearn import keep_rule
+    from dfsu.unlearning.single import keep_rule
 
     leak = UnlearnConfig(keep_by="leak")
     assert keep_rule(METHODS["pscu"], leak) == "leak"
@@ -135,7 +135,7 @@ def test_keep_rule_follows_keep_by_except_for_methods_kept_by_their_last_check()
 
 
 def test_last_eval_every_spaces_the_checks_of_methods_kept_by_their_last_check_only():
-    from dfsu.stages.unlearn import check_every
+    from dfsu.unlearning.single import check_every
 
     sparse = UnlearnConfig(eval_every=5, last_eval_every=50)
     assert check_every(METHODS["gen_only"], sparse) == 50

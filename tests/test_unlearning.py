@@ -15,6 +15,8 @@ from dfsu.config import load_config
 from dfsu.errors import DfsuError
 from dfsu.masks import encode_with_mask, token_mask
 from dfsu.pii.generator import fill_from_pool
+from dfsu.stages.unlearn import unlearn
+from dfsu.unlearning.lora import lora_modules
 from dfsu.unlearning.losses import (
     adjusted_reference,
     distill_objective,
@@ -24,7 +26,6 @@ from dfsu.unlearning.losses import (
     pscu_objective,
     token_losses,
 )
-from dfsu.stages.unlearn import lora_modules, unlearn
 
 L = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 M = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
@@ -65,7 +66,7 @@ def test_pscu_ascent_cap_by_hand():
 def test_pii_token_stats_by_hand():
     from types import SimpleNamespace
 
-    from dfsu.stages.unlearn import pii_token_stats
+    from dfsu.unlearning.single import pii_token_stats
 
     class Always1(torch.nn.Module):  # p(token 1) = 0.9 everywhere, the rest share 0.1
         def forward(self, input_ids, attention_mask):
@@ -155,7 +156,7 @@ def test_lora_modules_per_architecture():
 
 
 def test_every_lora_module_name_matches_a_module_or_unlearn_refuses(trained_micro_run, tmp_path):
-    from dfsu.stages.unlearn import missing_modules
+    from dfsu.unlearning.lora import missing_modules
 
     cfg, source = trained_micro_run
     model, _ = load_causal_lm(source / "target")
@@ -164,7 +165,7 @@ def test_every_lora_module_name_matches_a_module_or_unlearn_refuses(trained_micr
     # The output layer's old name: PEFT would skip it silently beside the MLP names.
     assert missing_modules(model, ["embed_out", "dense_4h_to_h"]) == ["embed_out"]
     run = _copy(source, tmp_path)
-    import dfsu.stages.unlearn as trainer
+    import dfsu.unlearning.lora as trainer
 
     head = dict(trainer.LORA_MODULES["gpt_neox"], head=["embed_out"])
     with pytest.MonkeyPatch.context() as mp:

@@ -44,7 +44,7 @@ def check_model_dir(path: str | Path) -> Path:
     """The model directory, resolved, or a one-line error saying what is missing: a Hugging
     Face config of an architecture dfsu puts LoRA on, safetensors weights, a tokenizer."""
     from dfsu.components.models import require_safetensors
-    from dfsu.stages.unlearn import LORA_MODULES
+    from dfsu.unlearning.lora import LORA_MODULES
 
     path = Path(path)
     if not path.is_dir():

@@ -73,52 +73,62 @@ def loop_rounds(
             state.add(number, estimate, out, lora_state(unwrapped))
         record = state.rounds[number]
         info(f"{name} round {number}: {record['consistent']} consistent values")
-        sound = [r for r in state.rounds if r.get("degenerate", 0) <= DEGENERATE_LIMIT]
-        best = min(sound, key=lambda r: (r["consistent"], r["round"]))
-        collapsed = len(state.rounds) - len(sound)  # rounds discarded as degenerate so far
-        reason = None
+        reason, best, collapsed = _verdict(state, number, out, uc)
+        if reason is not None:
+            break
         if record.get("degenerate", 0) > DEGENERATE_LIMIT:
-            if collapsed > LOOP_RETRIES or number >= uc.loop_rounds:
-                reason = f"{record['degenerate']:.0f} % of the samples degenerate (discarded)"
-            else:  # back to the best round, on at half the learning rate
-                set_peft_model_state_dict(unwrapped, state.load(best["round"]))
-                estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
-        elif record["consistent"] == 0:
-            reason = "the leak estimate reached 0"
-        elif best["round"] != number:
-            reason = "the leak estimate stopped falling"
-        elif number > 0 and out["keep"] == 0:
-            reason = "no step of the round stayed within the perplexity bound"
-        elif number >= uc.loop_rounds:
-            reason = f"{uc.loop_rounds} rounds spent"
-        if reason is None:
-            values = [v["value"] for v in estimate["values"]]
-            prefixes = [p.prefix for p in meter.prompts]
-            rows = extraction_texts(prefixes, generations, spans, values, meter.keep)
-            # In place: the checks read the held-out share of this round's texts.
-            texts.update(split_rows(rows, tokenizer, uc, cfg.seed + number))
-            loop.reset_optimizer_state()
-            loop.set_lr(learning_rate(method, uc) * 0.5**collapsed)
-            result = train_steps(
-                loop,
-                method,
-                round_uc,
-                texts,
-                check,
-                f"{name} r{number + 1}",
-                confirm,
-                base,
-            )
-            out = {k: result[k] for k in ("checks", "keep", "steps", "stop_reason", "log")}
-            number += 1
-            continue
-        break
+            # back to the best round, on at half the learning rate
+            set_peft_model_state_dict(unwrapped, state.load(best["round"]))
+            estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
+        values = [v["value"] for v in estimate["values"]]
+        prefixes = [p.prefix for p in meter.prompts]
+        rows = extraction_texts(prefixes, generations, spans, values, meter.keep)
+        # In place: the checks read the held-out share of this round's texts.
+        texts.update(split_rows(rows, tokenizer, uc, cfg.seed + number))
+        loop.reset_optimizer_state()
+        loop.set_lr(learning_rate(method, uc) * 0.5**collapsed)
+        result = train_steps(
+            loop, method, round_uc, texts, check, f"{name} r{number + 1}", confirm, base
+        )
+        out = {k: result[k] for k in ("checks", "keep", "steps", "stop_reason", "log")}
+        number += 1
     set_peft_model_state_dict(unwrapped, state.load(best["round"]))
-    kept = state.rounds[best["round"]]["out"]
+    return _kept(state, best["round"], reason, base, uc)
+
+
+def _verdict(state: RoundLog, number: int, out: dict, uc: UnlearnConfig):
+    """(why the loop stops after round ``number``, or None; the best sound round; how many
+    rounds were discarded as degenerate). A degenerate round with retries left is no reason
+    to stop: the caller goes back to the best round."""
+    from dfsu.evaluation.leak import DEGENERATE_LIMIT
+
+    record = state.rounds[number]
+    sound = [r for r in state.rounds if r.get("degenerate", 0) <= DEGENERATE_LIMIT]
+    best = min(sound, key=lambda r: (r["consistent"], r["round"]))
+    collapsed = len(state.rounds) - len(sound)  # rounds discarded as degenerate so far
+    reason = None
+    if record.get("degenerate", 0) > DEGENERATE_LIMIT:
+        if collapsed > LOOP_RETRIES or number >= uc.loop_rounds:
+            reason = f"{record['degenerate']:.0f} % of the samples degenerate (discarded)"
+    elif record["consistent"] == 0:
+        reason = "the leak estimate reached 0"
+    elif best["round"] != number:
+        reason = "the leak estimate stopped falling"
+    elif number > 0 and out["keep"] == 0:
+        reason = "no step of the round stayed within the perplexity bound"
+    elif number >= uc.loop_rounds:
+        reason = f"{uc.loop_rounds} rounds spent"
+    return reason, best, collapsed
+
+
+def _kept(state: RoundLog, best: int, reason: str, base: tuple, uc: UnlearnConfig) -> dict:
+    """The loop's result: every round's record, the stop reason, and the kept round's
+    training result with the steps, bound and log of all rounds."""
+    kept = state.rounds[best]["out"]
     return {
         "rounds": [{k: v for k, v in r.items() if k != "out"} for r in state.rounds],
         "stop_reason": reason,
-        "kept_step": sum(r["kept_step"] for r in state.rounds[: best["round"] + 1]),
+        "kept_step": sum(r["kept_step"] for r in state.rounds[: best + 1]),
         "out": dict(
             kept,
             steps=sum(r["steps"] for r in state.rounds),

@@ -1,0 +1,69 @@
+"""LoRA for unlearning: the module names per architecture and target, the check that every
+name exists in the model, the adapters' config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from peft import LoraConfig
+
+from dfsu.config import UnlearnConfig
+from dfsu.errors import DfsuError
+
+# LoRA module names per architecture (suffixes of module paths, as PEFT matches them).
+LORA_MODULES = {
+    "gpt_neox": {
+        "mlp": ["dense_h_to_4h", "dense_4h_to_h"],
+        "attention": ["query_key_value", "attention.dense"],
+        "head": ["lm_head"],  # transformers < 4.5x called it embed_out
+    },
+    "llama": {
+        "mlp": ["gate_proj", "up_proj", "down_proj"],
+        "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        "head": ["lm_head"],
+    },
+    "mistral": {
+        "mlp": ["gate_proj", "up_proj", "down_proj"],
+        "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        "head": ["lm_head"],
+    },
+    "gpt2": {
+        "mlp": ["mlp.c_fc", "mlp.c_proj"],
+        "attention": ["attn.c_attn", "attn.c_proj"],
+        "head": ["lm_head"],
+    },
+}
+
+
+def lora_modules(model_type: str, target: str) -> list[str]:
+    """The module names LoRA wraps for an architecture and a target: mlp, attention, full
+    (both) or mlp+head (the MLPs and the output embedding, where a value that is one
+    vocabulary token has its own row)."""
+    if model_type not in LORA_MODULES:
+        raise DfsuError(
+            f"unlearning.lora_target: no LoRA module map for model_type {model_type!r} "
+            f"(known: {', '.join(sorted(LORA_MODULES))})"
+        )
+    table = LORA_MODULES[model_type]
+    parts = {"full": ("mlp", "attention"), "mlp+head": ("mlp", "head")}.get(target, (target,))
+    return [name for part in parts for name in table[part]]
+
+
+def missing_modules(model: Any, names: list[str]) -> list[str]:
+    """The LoRA module names that match no module of the model (PEFT ignores a name that
+    matches nothing as long as another one matches, so a renamed layer would go untrained)."""
+    paths = [path for path, _ in model.named_modules()]
+    return [n for n in names if not any(p == n or p.endswith("." + n) for p in paths)]
+
+
+def lora_config(uc: UnlearnConfig, modules: list[str], model_type: str = "") -> LoraConfig:
+    """The adapters every method trains: rank, alpha and dropout from the config (GPT-2's
+    Conv1D layers store their weights transposed: ``fan_in_fan_out``)."""
+    return LoraConfig(
+        r=uc.lora_r,
+        lora_alpha=uc.lora_alpha,
+        lora_dropout=uc.lora_dropout,
+        target_modules=modules,
+        task_type="CAUSAL_LM",
+        fan_in_fan_out=model_type == "gpt2",
+    )
