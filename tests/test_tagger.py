@@ -263,7 +263,7 @@ def test_label_table_shades_each_cell_by_the_share_hit():
 def test_the_terminal_label_table_lists_leaked_labels_most_hit_first():
     from rich.console import Console
 
-    from dfsu.cli import label_rows
+    from dfsu.cli.run import label_rows
 
     rows = [
         {

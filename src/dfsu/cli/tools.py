@@ -1,0 +1,203 @@
+"""Audit, scoring, evaluation of any checkpoint, the resolved config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dfsu.cli.common import add_config_args, int_flag, run_config, writable_output
+
+
+def add_tool_parsers(sub: Any) -> None:
+    """Audit, scoring, evaluation of any checkpoint, the resolved config."""
+    from dfsu.config import MAX_NEW_TOKENS, MAX_SEED
+
+    aud = sub.add_parser(
+        "audit", help="greedy continuations of PII prompts, original vs unlearned, PII-like spans"
+    )
+    aud.add_argument("--model", required=True, help="local causal LM directory (the original)")
+    aud.add_argument("--adapter", default=None, help="PEFT adapter on top of --model (unlearned)")
+    aud.add_argument("--unlearned", default=None, help="or: a merged unlearned model directory")
+    aud.add_argument(
+        "--prompts",
+        default=None,
+        help="text file (one prompt per line, # comments) or JSONL with 'prompt'; "
+        "default: the shipped configs/audit-prompts.txt",
+    )
+    aud.add_argument("--pii-types", default=None, help="count only these labels, e.g. IPV4,EMAIL")
+    aud.add_argument(
+        "--max-new-tokens",
+        type=int_flag("--max-new-tokens", 1, MAX_NEW_TOKENS),
+        default=32,
+        help=f"1 to {MAX_NEW_TOKENS} (default: %(default)s)",
+    )
+    aud.add_argument("--html", default="audit.html", help="HTML output (default: %(default)s)")
+    aud.add_argument("--json", default=None, help="also write the audit as JSON here")
+    aud.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    aud.add_argument(
+        "--leak",
+        action="store_true",
+        help="also the data-free leak estimate of each model: values it emits again and again "
+        "after swapped record-shape prompts (no private data needed)",
+    )
+    aud.add_argument(
+        "--run",
+        default=None,
+        help="with --leak: a run directory whose swap pool, tagger and config to use "
+        "(default: public values generated here and the default tagger)",
+    )
+    aud.add_argument("--show-pii", action="store_true", help="do not mask detected values")
+    aud.add_argument(
+        "--trust-remote-code", action="store_true", help="allow model code from the checkpoint"
+    )
+
+    score_p = sub.add_parser("score", help="ERR, FRS, S-Exp, E-Hit of a generations JSONL file")
+    score_p.add_argument("file", help="JSONL: prefix, suffix, entities, generations per line")
+    score_p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    score_p.add_argument(
+        "--seed",
+        type=int_flag("--seed", 0, MAX_SEED),
+        default=0,
+        help="bootstrap seed (default: 0)",
+    )
+
+    ev = sub.add_parser(
+        "evaluate", help="privacy metrics on a run's injected records, perplexity, NLI accuracy"
+    )
+    ev.add_argument("--model", required=True, help="local causal LM directory")
+    ev.add_argument("--adapter", default=None, help="PEFT adapter directory on top of --model")
+    ev.add_argument("--run", required=True, help="run directory (records and held-out data)")
+    ev.add_argument("--out", required=True, help="result JSON (generations go beside it)")
+    ev.add_argument("--show-pii", action="store_true", help="print and store true PII values")
+    ev.add_argument(
+        "overrides", nargs="*", metavar="key.sub=value", help="e.g. evaluation.num_samples=10"
+    )
+
+    show = sub.add_parser("config", help="print a resolved config as YAML")
+    add_config_args(show)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    import os
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from dfsu.audit import (
+        audit,
+        default_prompts,
+        read_prompts,
+        redacted,
+        vocabulary_line,
+        write_audit_html,
+    )
+    from dfsu.rundir import atomic_write_json
+    from dfsu.ui import rich_safe
+
+    outputs = [writable_output(args.html)]  # before any work
+    if args.json:
+        outputs.append(writable_output(args.json))
+    prompts = read_prompts(args.prompts or default_prompts())
+    types = [t.strip() for t in args.pii_types.split(",")] if args.pii_types else None
+    result = audit(
+        args.model,
+        prompts,
+        args.adapter,
+        args.unlearned,
+        types,
+        args.max_new_tokens,
+        args.device,
+        args.trust_remote_code,
+    )
+    result = dict(result, pii_shown=True) if args.show_pii else redacted(result)
+    names = list(result["models"])
+    console = Console()
+    pairs = Table("prompt", *names, title="greedy continuations", show_lines=True)
+    for row in result["rows"]:
+        pairs.add_row(rich_safe(row["prompt"]), *(rich_safe(row[n]["text"].strip()) for n in names))
+    console.print(pairs)
+    counts = Table("PII-like type", *names, title="PII-like spans in the continuations")
+    for label in sorted({k for c in result["counts"].values() for k in c}):
+        counts.add_row(label, *(str(result["counts"][n].get(label, 0)) for n in names))
+    counts.add_row("total", *(str(result["totals"][n]) for n in names))
+    console.print(counts)
+    console.print(f"tokenizer: {vocabulary_line(result['vocabulary'])}")
+    if args.leak:
+        result["leak"] = _audit_leak(args, console)
+    write_audit_html(result, outputs[0])
+    if args.json:
+        atomic_write_json(outputs[1], result)
+    if args.show_pii:
+        for path in outputs:
+            os.chmod(path, 0o600)
+    console.print(f"written: {rich_safe(', '.join(str(p) for p in outputs))}")
+    return 0
+
+
+def _audit_leak(args: argparse.Namespace, console: Any) -> dict[str, Any]:
+    """``dfsu audit --leak``: the estimate per model, as a table; values masked unless asked."""
+    from rich.table import Table
+
+    from dfsu.audit import audit_leak
+    from dfsu.evaluation.leak import shown
+    from dfsu.ui import rich_safe
+
+    leak = audit_leak(
+        args.model, args.adapter, args.unlearned, args.run, args.device, args.trust_remote_code
+    )
+    estimates = {n: shown(e, args.show_pii) for n, e in leak["estimates"].items()}
+    names = list(estimates)
+    table = Table("leak estimate", *names, title="values emitted in >= m of K samples of a prompt")
+    table.add_row("consistent", *(str(estimates[n]["consistent"]) for n in names))
+    table.add_row("emitted at all", *(str(estimates[n]["emitted"]) for n in names))
+    labels = sorted({label for e in estimates.values() for label in e["by_label"]})
+    for label in labels:
+        cells = [str(estimates[n]["by_label"].get(label, {}).get("consistent", 0)) for n in names]
+        table.add_row(f"  {label}", *cells)
+    console.print(table)
+    for name in names:
+        values = ", ".join(v["value"] for v in estimates[name]["values"][:8])
+        console.print(f"{name}: {rich_safe(values) or 'no consistent value'}")
+    return dict(leak, estimates=estimates)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from dfsu.stages.evaluate import metric_line, read_score_file, score_samples
+
+    result = score_samples(read_score_file(args.file), seed=args.seed)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        from dfsu.ui import terminal_safe
+
+        print(f"{terminal_safe(args.file)}: n={result['n']} k={result['k']}")
+        print(metric_line(result) + "   (95% bootstrap CI)")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from dfsu.stages.evaluate import evaluate_model, metric_line
+    from dfsu.ui import terminal_safe
+
+    run = Path(args.run)
+    cfg = run_config(run, args.overrides)
+    out = writable_output(args.out)  # before the evaluation's minutes
+    result = evaluate_model(cfg, run, args.model, out, args.adapter, args.show_pii)
+    print(metric_line(result), file=sys.stderr)
+    nli = f", NLI accuracy {result['NLI_acc']:.1f}%" if "NLI_acc" in result else ""
+    written = terminal_safe(args.out)
+    print(f"perplexity {result['PPL']:.2f}{nli}; written to {written}", file=sys.stderr)
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from dfsu.config import dump_config, load_config
+
+    print(dump_config(load_config(args.config, args.overrides)), end="")
+    return 0
