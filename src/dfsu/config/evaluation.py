@@ -1,0 +1,130 @@
+"""The config sections of measurement: the evaluation's sampling, the data-free leak
+estimate, and the owner's public text."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dfsu.config.fields import MAX_NEW_TOKENS, _check, _check_ranges, _f
+
+MAX_PREFIX_TOKENS = 4096  # evaluation.prefix tokens:N
+
+
+@dataclass
+class EvalConfig:
+    """How memorization is measured: prefixes, sampling, and utility."""
+
+    prefix: str = _f("first_entity", "'first_entity' or 'tokens:N'")
+    num_samples: int = _f(5, "continuations K per prefix", bounds=(1, 1000))
+    top_p: float = _f(0.8, "nucleus sampling")
+    top_k: int = _f(40, "top-k sampling", bounds=(0, 262_144))
+    temperature: float = _f(1.0, "sampling temperature")
+    batch_size: int = _f(
+        16,
+        "prompts per sampling batch, each with its K continuations (the leak estimate takes at "
+        "least 32); larger batches make fewer decoding steps, which pays on a GPU; the random "
+        "draws depend on it",
+        neutral=16,
+        bounds=(1, 65_536),
+    )
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "evaluation.")
+        ok = self.prefix == "first_entity" or (
+            self.prefix.startswith("tokens:")
+            and self.prefix[7:].isdigit()
+            and 1 <= int(self.prefix[7:]) <= MAX_PREFIX_TOKENS
+        )
+        _check(
+            ok,
+            "evaluation.prefix",
+            f"must be 'first_entity' or 'tokens:N' with N in [1, {MAX_PREFIX_TOKENS}]",
+        )
+        _check(0 < self.top_p <= 1, "evaluation.top_p", "must be in (0, 1]")
+        _check(
+            math.isfinite(self.temperature) and self.temperature > 0,
+            "evaluation.temperature",
+            "must be finite and > 0",
+        )
+
+
+@dataclass
+class LeakConfig:
+    """The leak estimate: what a model still emits, measured without the private data.
+
+    Prefixes of entity-swapped record shapes (the text before the first entity) are
+    continued K times with the evaluation's sampling; the run's annotator finds PII values in
+    the continuations; a value absent from the prompt and from the swap pool counts as
+    *consistent* when it comes back in at least ``min_count`` of the K samples of one prompt.
+    """
+
+    enabled: bool = _f(True, "measure the estimate in every evaluation")
+    per_template: int = _f(
+        8, "prompts per record shape, each with its own swapped values", bounds=(1, 10_000)
+    )
+    templates: str | None = _f(
+        None, "file of record shapes with {LABEL} slots, one per line (null = the built-in ones)"
+    )
+    samples: int = _f(5, "continuations K per prompt", bounds=(1, 1000))
+    min_count: int = _f(
+        2, "m: a value is consistent when it appears in >= m of the K samples", bounds=(1, 1000)
+    )
+    max_new_tokens: int = _f(40, "tokens generated per continuation", bounds=(1, MAX_NEW_TOKENS))
+    annotator: str = _f("hybrid", "pattern, tagger or hybrid (the run's tagger; never llm)")
+    check_prompts: int = _f(
+        40,
+        "prompts of the cheaper estimate taken at checks (unlearning.keep_by: leak, dfsu-loop)",
+        bounds=(1, 100_000),
+    )
+    keep: str | None = _f(
+        None,
+        "file of public values to keep (as synthesis.keep): never counted as leaked, never "
+        "ascended by dfsu-loop",
+        neutral=None,
+    )
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "leak.")
+        _check(
+            1 <= self.min_count <= self.samples, "leak.min_count", "must be in [1, leak.samples]"
+        )
+        _check(
+            self.annotator in ("pattern", "tagger", "hybrid"),
+            "leak.annotator",
+            "must be pattern, tagger or hybrid",
+        )
+
+
+@dataclass
+class PublicConfig:
+    """The owner's public text: what the data-free stages may read besides the model.
+
+    The retain descent and the inverter train on it; the perplexity bound is checked on its
+    held-out documents, never on the documents whose perplexity the evaluation reports."""
+
+    files: list[str] | None = _f(
+        None,
+        "public text files (plain text: documents split at blank lines; JSONL: a 'text' field "
+        "per row); null = the built-in generated public text, drawn from a stream disjoint "
+        "from the simulated target's training documents",
+    )
+    documents: int = _f(
+        1000, "built-in generated public documents (retain and inverter text)", bounds=(1, 10**7)
+    )
+    nli: int = _f(400, "built-in generated NLI examples among them", bounds=(0, 10**7))
+    check_documents: int = _f(
+        200,
+        "held-out public documents for the perplexity bound (the first of the files' "
+        "documents, or generated ones); never trained on",
+        bounds=(1, 10**6),
+    )
+    report_documents: int = _f(
+        100,
+        "held-out public documents for the perplexity `dfsu forget` reports (the next of the "
+        "files' documents, or generated ones): never trained on, never selected on",
+        bounds=(1, 10**6),
+    )
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "public.")

@@ -1,0 +1,200 @@
+"""The config section of stage 3: unlearning with LoRA, its stopping policy and the loop."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dfsu.config.fields import MAX_NEW_TOKENS, _check, _check_ranges, _f
+
+RECITE_BRANCHES = 32  # unlearning.retain_self_search=branch: beams per first token
+
+
+@dataclass
+class UnlearnConfig:
+    """Stage 3: privacy-selective contrastive unlearning with LoRA (and the baselines)."""
+
+    alpha: float = _f(1.0, "weight of the descent term on context tokens")
+    beta: float = _f(1.0, "weight of the ascent term on PII tokens")
+    npo_beta: float = _f(0.1, "inverse temperature of the NPO loss")
+    distill_gamma: float = _f(
+        10.0,
+        "distill: nats the PII token's logit is lowered by in the distillation target",
+        neutral=10.0,
+        bounds=(0.0, 1000.0),
+    )
+    distill_pii_weight: float = _f(
+        1.0,
+        "distill: weight of the PII positions' KL beside the context positions' KL",
+        neutral=1.0,
+        bounds=(0.0, 1000.0),
+    )
+    distill_lr: float | None = _f(
+        None,
+        "distill: its learning rate (a descent-only objective takes a larger one than "
+        "ascent); null: unlearning.lr",
+        neutral=None,
+    )
+    distill_unlikelihood: float = _f(
+        0.0,
+        "distill: weight of the unlikelihood -log(1 - p) of the PII tokens (a pull that fades "
+        "as the model stops predicting them)",
+        neutral=0.0,
+        bounds=(0.0, 1000.0),
+    )
+    ascent_cap: float | None = _f(
+        None,
+        "pscu (and dfsu-loop) ascend a PII token only while its loss is below this many nats, "
+        "i.e. while the model still gives it more than exp(-cap); null: unbounded (the paper)",
+        neutral=None,
+    )
+    retain_weight: float = _f(
+        0.0, "weight of extra descent on public general text (not in the paper; 0 = off)"
+    )
+    retain_self: int = _f(
+        0,
+        "also descend on the original model's own recitations: this many texts "
+        "(retain_self_tokens each), those in which the run's annotator finds no PII added "
+        "to the public retain text (needs retain_weight > 0); 0: off",
+        neutral=0,
+        bounds=(0, 1_000_000),
+    )
+    retain_self_search: str = _f(
+        "sample",
+        "how the recitations are found: sample (unprompted nucleus samples) or branch (a "
+        f"search from the start-of-text token, {RECITE_BRANCHES} branches per first token)",
+        neutral="sample",
+    )
+    retain_self_tokens: int | None = _f(
+        None,
+        "tokens per recited text; null: synthesis.free_tokens",
+        neutral=None,
+        bounds=(2, MAX_NEW_TOKENS),
+    )
+    retain_self_copies: int = _f(
+        1,
+        "times each recited text is repeated in the retain text (its share of retain batches)",
+        neutral=1,
+        bounds=(1, 1000),
+    )
+    lora_target: str = _f(
+        "mlp", "mlp, attention, full (both) or mlp+head (the MLPs and the output embedding)"
+    )
+    lora_r: int = _f(4, "LoRA rank", bounds=(1, 1024))
+    lora_alpha: int = _f(32, "LoRA alpha", bounds=(1, 65_536))
+    lora_dropout: float = _f(0.0, "LoRA dropout")
+    lr: float = _f(1e-4, "learning rate (paper: 5e-5..1e-4)")
+    epochs: int = _f(10, "most epochs (early stopping may end sooner)", bounds=(1, 10_000))
+    max_steps: int | None = _f(
+        None, "most optimizer steps, whatever the epochs (null = no cap)", bounds=(1, 10_000_000)
+    )
+    batch_size: int = _f(16, "effective batch size (through accumulation)", bounds=(1, 65_536))
+    micro_batch_size: int = _f(16, "sequences per forward pass", bounds=(1, 4096))
+    max_length: int = _f(128, "target tokens per unlearning text", bounds=(2, 32_768))
+    eval_every: int = _f(10, "optimizer steps between early-stopping checks", bounds=(1, 1_000_000))
+    eval_docs: int | None = _f(
+        None,
+        "held-out public documents for the perplexity check (the owner's check documents, "
+        "public.check_documents; null = all of them), never the documents the evaluation "
+        "reports perplexity on",
+        bounds=(1, 10_000_000),
+    )
+    plateau_checks: int = _f(
+        0,
+        "methods kept by their last check (gen_only) stop once this many checks in a row moved "
+        "less than plateau_tolerance; 0: they run their whole budget",
+        bounds=(0, 10_000),
+    )
+    plateau_tolerance: float = _f(0.02, "relative range of perplexity and PII-token loss")
+    last_eval_every: int | None = _f(
+        None,
+        "optimizer steps between checks of methods kept by their last check (gen_only: "
+        "descent only, far from the bound); a check past the bound still sends them back to "
+        "the last check within it. null: eval_every",
+        neutral=None,
+        bounds=(1, 1_000_000),
+    )
+    check_docs: int | None = _f(
+        None,
+        "held-out documents each check reads (the first of eval_docs), to make checks cheap; "
+        "the kept adapter is then confirmed within the bound on all eval_docs. None: all",
+        bounds=(1, 10_000_000),
+    )
+    holdout: float = _f(0.1, "share of the unlearning texts held out for the privacy proxy")
+    max_texts: int | None = _f(
+        None,
+        "train on at most this many pseudo texts (a seeded subset; null = all)",
+        bounds=(1, 10_000_000),
+    )
+    max_ppl_increase: float = _f(0.05, "stop when held-out perplexity rises more than this")
+    patience: int = _f(
+        0,
+        "consecutive checks beyond the bound tolerated before backtracking or stopping",
+        bounds=(0, 10_000),
+    )
+    backtracks: int = _f(
+        0,
+        "times a check beyond the bound returns to the last check within it and goes on at "
+        "half the learning rate before training stops (0 = stop at once)",
+        bounds=(0, 100),
+    )
+    track_privacy: bool = _f(
+        False,
+        "also measure E-Hit and ERR on the run's true records at every check (evaluation "
+        "only: never used to pick the adapter)",
+    )
+    keep_by: str = _f(
+        "proxy",
+        "how a check is chosen among those within the perplexity bound: proxy (the held-out "
+        "pseudo-PII loss) or leak (the fewest consistent values of the data-free leak estimate "
+        "on leak.check_prompts prompts; methods kept by their last check are unaffected)",
+    )
+    loop_rounds: int = _f(
+        4,
+        "dfsu-loop: most extract -> PSCU rounds (each extracts from the model it unlearns)",
+        bounds=(0, 100),
+    )
+    loop_steps: int = _f(60, "dfsu-loop: most optimizer steps of each round", bounds=(1, 1_000_000))
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "unlearning.")
+        _check(
+            self.lora_target in ("mlp", "attention", "full", "mlp+head"),
+            "unlearning.lora_target",
+            "must be mlp, attention, full or mlp+head",
+        )
+        _check(
+            all(math.isfinite(x) and x >= 0 for x in (self.alpha, self.beta, self.retain_weight)),
+            "unlearning.alpha/beta/retain_weight",
+            "must be finite and >= 0",
+        )
+        _check(
+            math.isfinite(self.lr) and self.lr > 0 and self.epochs > 0,
+            "unlearning.lr/epochs",
+            "must be finite and > 0",
+        )
+        _check(0 <= self.lora_dropout < 1, "unlearning.lora_dropout", "must be in [0, 1)")
+        _check(
+            self.retain_self_search in ("sample", "branch"),
+            "unlearning.retain_self_search",
+            "must be sample or branch",
+        )
+        _check(
+            self.ascent_cap is None or (math.isfinite(self.ascent_cap) and self.ascent_cap > 0),
+            "unlearning.ascent_cap",
+            "must be finite and > 0 (or null)",
+        )
+        _check(
+            self.batch_size % self.micro_batch_size == 0,
+            "unlearning.batch_size",
+            "must be a multiple of unlearning.micro_batch_size",
+        )
+        _check(0 < self.holdout < 1, "unlearning.holdout", "must be in (0, 1)")
+        _check(self.plateau_tolerance >= 0, "unlearning.plateau_tolerance", "must be >= 0")
+        _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
+        _check(self.keep_by in ("proxy", "leak"), "unlearning.keep_by", "must be proxy or leak")
+        _check(
+            self.distill_lr is None or (math.isfinite(self.distill_lr) and self.distill_lr > 0),
+            "unlearning.distill_lr",
+            "must be finite and > 0 (or null)",
+        )
