@@ -28,8 +28,8 @@ from safetensors.torch import load_file
 from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
 from dfsu.evaluation.utility import label_scores, nli_prompt
-from dfsu.ui import set_quiet
 from dfsu.stages.unlearn import unlearn
+from dfsu.ui import set_quiet
 
 
 def _gen_only(run: Path, steps: int, every: int) -> None:

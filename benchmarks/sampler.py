@@ -17,10 +17,10 @@ from pathlib import Path
 import torch
 
 from dfsu.components.models import load_causal_lm
-from dfsu.pii.run_records import read_records
 from dfsu.config import load_config
-from dfsu.stages.corpus import build_corpus
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
+from dfsu.pii.run_records import read_records
+from dfsu.stages.corpus import build_corpus
 from dfsu.stages.target import train_target
 from dfsu.ui import set_quiet
 

@@ -1,4 +1,5 @@
-"""The code's shape: stages import components, never each other; functions stay short."""
+"""The code's shape: stages import components, never each other; functions and modules stay
+short."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ STAGES = {f"dfsu.stages.{p.stem}" for p in (SRC / "stages").glob("*.py") if p.st
 ORCHESTRATORS = {
     "dfsu.cli",
     "dfsu.pipeline",
+    "dfsu.stage_runner",
+    "dfsu.rows",
     "dfsu.results",
     "dfsu.sweep",
     "dfsu.forget",
@@ -99,12 +102,26 @@ def test_no_stage_imports_another_stage_and_no_component_imports_a_stage():
     assert not offenders, offenders
 
 
-def test_no_function_is_longer_than_100_lines():
+# Being split on other branches right now; the owner removes these lists when those land.
+_SPLIT_ELSEWHERE = {"dfsu.cli", "dfsu.config", "dfsu.stages.unlearn"}  # modules
+_SPLIT_ELSEWHERE_FUNCTIONS = {"loop_rounds"}
+
+
+def test_no_function_is_longer_than_80_lines():
     long = []
     for name, path in _modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
-                if lines > 100:
+                if lines > 80 and node.name not in _SPLIT_ELSEWHERE_FUNCTIONS:
                     long.append(f"{name}.{node.name}: {lines} lines")
+    assert not long, long
+
+
+def test_no_module_is_longer_than_500_lines():
+    long = []
+    for name, path in _modules().items():
+        lines = len(path.read_text().splitlines())
+        if lines > 500 and name not in _SPLIT_ELSEWHERE:
+            long.append(f"{name}: {lines} lines")
     assert not long, long

@@ -4,10 +4,10 @@ from collections import Counter
 
 import pytest
 
-from dfsu.pii.run_records import read_records
 from dfsu.components.text import generate_documents
-from dfsu.stages.corpus import build_corpus, generate_nli, load_documents, load_nli
 from dfsu.errors import DfsuError
+from dfsu.pii.run_records import read_records
+from dfsu.stages.corpus import build_corpus, generate_nli, load_documents, load_nli
 
 
 def test_generated_documents_are_deterministic_and_zipfian():
@@ -123,8 +123,8 @@ def test_contact_lines_are_injected_probed_as_keep_em_and_listed_to_keep(tmp_pat
     from conftest import MICRO
 
     import dfsu.evaluation.retain as retain
-    from dfsu.pii.run_records import read_retain_records
     from dfsu.config import load_config
+    from dfsu.pii.run_records import read_retain_records
     from dfsu.stages.synthesis import drop_kept, read_keep_file
 
     cfg = load_config("tiny", [*MICRO, "corpus.contact_records=6"])

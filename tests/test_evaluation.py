@@ -8,8 +8,6 @@ import torch
 
 from dfsu.cli import main
 from dfsu.components.models import load_causal_lm
-from dfsu.pii.run_records import read_records
-from dfsu.stages.evaluate import read_score_file, score_samples
 from dfsu.evaluation.sampler import (
     _top_per_group,
     branch_recitations,
@@ -19,6 +17,8 @@ from dfsu.evaluation.sampler import (
 )
 from dfsu.evaluation.utility import nli_accuracy, perplexity, strided_windows
 from dfsu.pii import PiiRecord, Span
+from dfsu.pii.run_records import read_records
+from dfsu.stages.evaluate import read_score_file, score_samples
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dfsu.errors import DfsuError
-from dfsu.stages.evaluate import read_score_file, score_samples
 from dfsu.pii.reader import parse_row, read_pii_file
 from dfsu.pii.records import PiiRecord
+from dfsu.stages.evaluate import read_score_file, score_samples
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
 values = st.recursive(

@@ -127,8 +127,8 @@ def test_damaged_taggers_are_one_line_errors_and_odd_text_is_tagged(tmp_path, ca
 
 
 def test_undefined_metrics_do_not_break_the_report_or_the_best_row(tmp_path):
-    from dfsu.stages.report import write_report
     from dfsu.results import best_data_free
+    from dfsu.stages.report import write_report
 
     rows = [
         {"method": "original", "E_Hit": None, "PPL": 3.0, "ci": {"E_Hit": None}},

@@ -7,18 +7,18 @@ import torch
 
 from dfsu.cli import main
 from dfsu.components.models import load_causal_lm
-from dfsu.pii.run_records import read_records
 from dfsu.errors import DfsuError
 from dfsu.inversion.cache import load_rows, save_rows, topk_logprobs
 from dfsu.inversion.model import LogitInverter, build_t5
 from dfsu.inversion.quality import best_constant, entity_exact_share, quality, token_f1
-from dfsu.stages.inverter import train_inverter
 from dfsu.inversion.vocab import (
     build_vocab_map,
     map_distribution,
     train_inverter_tokenizer,
     vocab_coverage,
 )
+from dfsu.pii.run_records import read_records
+from dfsu.stages.inverter import train_inverter
 from dfsu.stages.target import train_tokenizer
 
 TEXTS = [

@@ -5,12 +5,12 @@ import shutil
 import pytest
 
 from dfsu.cli import main
-from dfsu.pii.run_records import read_records
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
 from dfsu.pii.detectors import detect, iban_ok, luhn_ok, resolve_overlaps, score_detector
 from dfsu.pii.generator import generate_records
 from dfsu.pii.records import Span
+from dfsu.pii.run_records import read_records
 from dfsu.stages.synthesis import annotate, load_templates, synthesize
 
 

@@ -10,8 +10,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, T5Config, T5ForCon
 from dfsu.components.batches import pack_documents
 from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
-from dfsu.stages.corpus import build_corpus
 from dfsu.errors import DfsuError
+from dfsu.stages.corpus import build_corpus
 from dfsu.stages.target import train_target, train_tokenizer
 
 

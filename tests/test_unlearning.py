@@ -15,6 +15,7 @@ from dfsu.config import load_config
 from dfsu.errors import DfsuError
 from dfsu.masks import encode_with_mask, token_mask
 from dfsu.pii.generator import fill_from_pool
+from dfsu.stages.unlearn import lora_modules, unlearn
 from dfsu.unlearning.losses import (
     adjusted_reference,
     distill_objective,
@@ -24,7 +25,6 @@ from dfsu.unlearning.losses import (
     pscu_objective,
     token_losses,
 )
-from dfsu.stages.unlearn import lora_modules, unlearn
 
 L = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 M = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
