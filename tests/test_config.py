@@ -81,7 +81,7 @@ def test_out_of_range_values_are_refused_with_their_key(override, key):
 
 
 def test_a_setting_at_its_neutral_value_stays_out_of_stage_keys():
-    from dfsu.pipeline import _section
+    from dfsu.stage_runner import _section
 
     base = load_config("tiny")
     assert "contact_records" not in _section(base, "corpus")  # neutral: 0

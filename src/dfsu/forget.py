@@ -2,7 +2,7 @@
 it leaks unlearned out; nothing else is read but public text.
 
 The stages are the simulation's data-free stages, run through the same pipeline code
-(``pipeline.Stages``: resumable, keyed) around the owner's model directory instead of a
+(``stage_runner.Stages``: resumable, keyed) around the owner's model directory instead of a
 sealed copy: the owner's public text and swap pool (OUT/sealed), the tagger, then the
 method (default: the closed loop on what the leak estimate extracts; or the paper's
 inversion, or another pseudo source), and the leak estimate and perplexity of the model

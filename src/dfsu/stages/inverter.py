@@ -160,6 +160,52 @@ def _measure(predictions: list[str], texts: dict[str, list], sample: list[str]) 
     }
 
 
+def _inverter_tokenizer(ic: InverterConfig, train_texts: list[str]) -> Any:
+    """The local T5's tokenizer (``inverter.model``), or one trained on the training texts."""
+    if ic.model:
+        return AutoTokenizer.from_pretrained(ic.model)
+    return train_inverter_tokenizer(train_texts, ic.vocab_size)
+
+
+def _logit_cache(
+    target: Any, target_tok: Any, groups: dict[str, list[str]], ic: InverterConfig, device: Any
+) -> dict[str, LogitRows]:
+    """Per group of texts, the target's top-k log-probs at every position."""
+    rows: dict[str, LogitRows] = {}
+    for kind, group in groups.items():
+        rows[kind] = topk_logprobs(
+            target,
+            encode_for_target(target_tok, group, ic.max_length),
+            ic.top_k,
+            target_tok.pad_token_id,
+            device=device,
+            description=f"cache {kind} logits",
+        )
+    return rows
+
+
+def _inverter_model(
+    ic: InverterConfig, inv_tok: Any, mapping: torch.Tensor, device: Any
+) -> LogitInverter:
+    """A local T5 (``inverter.model``) or a small one from config, under the soft-embedding
+    head."""
+    if ic.model:
+        t5 = T5ForConditionalGeneration.from_pretrained(ic.model, use_safetensors=True)
+    else:
+        t5 = build_t5(len(inv_tok), ic.d_model, ic.num_layers, ic.num_heads, ic.d_ff)
+    return LogitInverter(track(t5), mapping, ic.positions, ic.num_soft_tokens).to(device)
+
+
+def _examples(
+    eval_texts: list[str], predictions: list[str], n_general: int
+) -> list[dict[str, str]]:
+    """About 20 held-out texts (general first, then PII-like) beside their inversions."""
+    return [
+        {"kind": "general" if i < n_general else "pii", "text": t, "inverted": p}
+        for i, (t, p) in enumerate(zip(eval_texts, predictions, strict=True))
+    ][:: max(1, len(eval_texts) // 20)]
+
+
 def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
     """Stage: inverter tokenizer + vocab map + logit cache + T5 training + held-out quality,
     from the owner's model and public text -> ROOT/inverter."""
@@ -181,33 +227,17 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
     info(f"inverter data: {len(train_texts)} training texts, {len(eval_texts)} held out")
 
     # Inverter tokenizer (its own, or the local T5's) and the vocabulary map.
-    if ic.model:
-        inv_tok = AutoTokenizer.from_pretrained(ic.model)
-    else:
-        inv_tok = train_inverter_tokenizer(train_texts, ic.vocab_size)
+    inv_tok = _inverter_tokenizer(ic, train_texts)
     mapping = build_vocab_map(target_tok, inv_tok)
     unk = inv_tok.unk_token_id if inv_tok.unk_token_id is not None else inv_tok.pad_token_id
 
     # Logit cache: top-k log-probs of the target at every position.
-    rows = {}
-    for kind, group in (("train", train_texts), ("eval", eval_texts)):
-        rows[kind] = topk_logprobs(
-            target,
-            encode_for_target(target_tok, group, ic.max_length),
-            ic.top_k,
-            target_tok.pad_token_id,
-            device=device,
-            description=f"cache {kind} logits",
-        )
+    rows = _logit_cache(target, target_tok, {"train": train_texts, "eval": eval_texts}, ic, device)
     topk_mass, kept_mass = mass_coverage(rows["eval"], mapping, unk)
     target.to("cpu")
 
     # Model: a local T5 or a small one from config, under the soft-embedding head.
-    if ic.model:
-        t5 = T5ForConditionalGeneration.from_pretrained(ic.model, use_safetensors=True)
-    else:
-        t5 = build_t5(len(inv_tok), ic.d_model, ic.num_layers, ic.num_heads, ic.d_ff)
-    model = LogitInverter(track(t5), mapping, ic.positions, ic.num_soft_tokens).to(device)
+    model = _inverter_model(ic, inv_tok, mapping, device)
     labels_all = inv_tok(train_texts, max_length=ic.max_length * 2, truncation=True)["input_ids"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=ic.lr, weight_decay=ic.weight_decay)
     loop = TrainLoop(
@@ -236,11 +266,7 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
         "dense_fp32_bytes_per_position": 4 * len(target_tok),
         "seconds": round(time.time() - started, 1),
     }
-    n_general = len(texts["eval_general"])
-    examples = [
-        {"kind": "general" if i < n_general else "pii", "text": t, "inverted": p}
-        for i, (t, p) in enumerate(zip(eval_texts, predictions, strict=True))
-    ][:: max(1, len(eval_texts) // 20)]
+    examples = _examples(eval_texts, predictions, len(texts["eval_general"]))
 
     # Save: model + tokenizer + cache + logs, all at once.
     if loop.is_main:

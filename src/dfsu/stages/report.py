@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -132,16 +133,74 @@ def _leak_section(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _secrets(run: Path, show_pii: bool) -> list[str]:
+    """The true values the page masks: every private record's, unless ``show_pii``."""
+    path = run / "data" / "pii_records.jsonl"
+    if show_pii or not path.is_file():
+        return []
+    return [s["value"] for r in read_jsonl(path) for s in r["privacy_mask"]]
+
+
+def _inverter_section(inv: dict[str, Any] | None) -> list[str]:
+    if not inv:
+        return []
+    return [
+        f"<h2>Inverter</h2><p>mode {html.escape(str(inv['mode']))}: token F1 "
+        f"{inv['token_f1']:.1f}, BLEU {inv['bleu']:.1f} (gain over a constant output "
+        f"{inv['gain_token_f1']:+.1f} F1); entities reproduced exactly "
+        f"{inv['entity_exact']:.1f}%</p>"
+    ]
+
+
+def _pseudo_section(run: Path, sources: Iterable[str], secrets: list[str]) -> list[str]:
+    """Pseudo-PII examples with their annotations (true values masked unless asked)."""
+    sections = []
+    for source in sorted(sources):
+        path = run / "pseudo" / source / "pseudo.jsonl"
+        if not path.is_file():
+            continue
+        examples = [r for r in read_jsonl(path) if r["spans"]][:5]
+        sections.append(f"<h2>Pseudo-PII ({html.escape(source)})</h2>")
+        for ex in examples:
+            spans = [(s["start"], s["end"], s["label"]) for s in ex["spans"]]
+            # Redact the plain text first (a masked value keeps its length, so the spans still
+            # fit): a value split by highlighting tags would otherwise escape the mask.
+            text = redact_text(ex["text"], secrets) if secrets else ex["text"]
+            body = highlight(text, spans)
+            sections.append(
+                f'<div class="box">{body} '
+                f"<span class=muted>({html.escape(ex['annotator'])})</span></div>"
+            )
+    return sections
+
+
+def _continuations_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
+    """Before/after continuations of the same prompts: the original against the dfsu row (or
+    the last row)."""
+    after = next((r["method"] for r in rows if r["method"] == "dfsu"), None) or (
+        rows[-1]["method"] if len(rows) > 1 else None
+    )
+    if not (
+        after
+        and (run / "eval" / "original.json").is_file()
+        and (run / "eval" / f"{after}.json").is_file()
+    ):
+        return []
+    before_s = json.loads((run / "eval" / "original.json").read_text())["samples"][:5]
+    after_s = json.loads((run / "eval" / f"{after}.json").read_text())["samples"][:5]
+    sections = [f"<h2>Continuations: original vs {html.escape(after)}</h2>"]
+    for b, a in zip(before_s, after_s, strict=False):
+        sections.append(
+            f'<div class="box"><b>{html.escape(b["prefix"])}</b>\n'
+            f"original: {highlight(b['generations'][0], _pii_like(b['generations'][0]))}\n"
+            f"{html.escape(after)}: "
+            f"{highlight(a['generations'][0], _pii_like(a['generations'][0]))}</div>"
+        )
+    return sections
+
+
 def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> Path:
     rows = payload["rows"]
-    secrets: list[str] = []
-    if not show_pii and (run / "data" / "pii_records.jsonl").is_file():
-        secrets = [
-            s["value"]
-            for r in read_jsonl(run / "data" / "pii_records.jsonl")
-            for s in r["privacy_mask"]
-        ]
-
     points = [
         (r["method"], r["PPL"], r["E_Hit"])
         for r in rows
@@ -169,53 +228,10 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
         *_leak_section(rows),
         "<h3>Training trajectories (every check)</h3>",
         scatter([], "held-out perplexity", "held-out PII-token loss (nats)", lines),
+        *_inverter_section(payload.get("inverter")),
+        *_pseudo_section(run, payload.get("pseudo", {}), _secrets(run, show_pii)),
+        *_continuations_section(run, rows),
     ]
-    if payload.get("inverter"):
-        inv = payload["inverter"]
-        sections.append(
-            f"<h2>Inverter</h2><p>mode {html.escape(str(inv['mode']))}: token F1 "
-            f"{inv['token_f1']:.1f}, BLEU {inv['bleu']:.1f} (gain over a constant output "
-            f"{inv['gain_token_f1']:+.1f} F1); entities reproduced exactly "
-            f"{inv['entity_exact']:.1f}%</p>"
-        )
-
-    # Pseudo-PII examples with their annotations (true values masked unless asked).
-    for source in sorted(payload.get("pseudo", {})):
-        path = run / "pseudo" / source / "pseudo.jsonl"
-        if not path.is_file():
-            continue
-        examples = [r for r in read_jsonl(path) if r["spans"]][:5]
-        sections.append(f"<h2>Pseudo-PII ({html.escape(source)})</h2>")
-        for ex in examples:
-            spans = [(s["start"], s["end"], s["label"]) for s in ex["spans"]]
-            # Redact the plain text first (a masked value keeps its length, so the spans still
-            # fit): a value split by highlighting tags would otherwise escape the mask.
-            text = redact_text(ex["text"], secrets) if secrets else ex["text"]
-            body = highlight(text, spans)
-            sections.append(
-                f'<div class="box">{body} '
-                f"<span class=muted>({html.escape(ex['annotator'])})</span></div>"
-            )
-
-    # Before/after continuations of the same prompts.
-    after = next((r["method"] for r in rows if r["method"] == "dfsu"), None) or (
-        rows[-1]["method"] if len(rows) > 1 else None
-    )
-    if (
-        after
-        and (run / "eval" / "original.json").is_file()
-        and (run / "eval" / f"{after}.json").is_file()
-    ):
-        before_s = json.loads((run / "eval" / "original.json").read_text())["samples"][:5]
-        after_s = json.loads((run / "eval" / f"{after}.json").read_text())["samples"][:5]
-        sections.append(f"<h2>Continuations: original vs {html.escape(after)}</h2>")
-        for b, a in zip(before_s, after_s, strict=False):
-            sections.append(
-                f'<div class="box"><b>{html.escape(b["prefix"])}</b>\n'
-                f"original: {highlight(b['generations'][0], _pii_like(b['generations'][0]))}\n"
-                f"{html.escape(after)}: "
-                f"{highlight(a['generations'][0], _pii_like(a['generations'][0]))}</div>"
-            )
     page = (
         f"<!doctype html><html><head><meta charset=utf-8><title>dfsu report</title>"
         f"<style>{CSS}</style></head><body>{''.join(sections)}</body></html>"

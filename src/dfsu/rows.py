@@ -1,0 +1,38 @@
+"""The rows of `dfsu run`: which rows there are, which model each one evaluates, and the
+recipe (method, data, pseudo source) of each unlearned row."""
+
+from __future__ import annotations
+
+from dfsu.config import SOURCES, RunConfig
+from dfsu.unlearning.methods import METHODS
+
+# The demo shows the method (the paper's row and the loop) between the original and the oracle;
+# the baselines (ga, gen_only, npo, graddiff), the retrain and the distill rows are
+# `dfsu run tiny` (or `dfsu demo --full`).
+DEMO_ROWS = ["original", "oracle", "dfsu", "dfsu-loop"]
+# row -> (method, data) for unlearned rows; "dfsu-<source>" rows use that pseudo source.
+# dfsu-loop: PSCU rounds on what the leak estimate extracts from the model itself.
+UNLEARNED = (
+    {"oracle": ("pscu", "oracle")}
+    | {m.row: (m.name, "pseudo") for m in METHODS.values()}
+    | {"dfsu-loop": ("pscu", "loop"), "distill-loop": ("distill", "loop")}
+)
+SOURCE_ROWS = [f"dfsu-{s}" for s in SOURCES]  # pscu on the pseudo-PII of another source
+# retrain: the target's recipe without the private records, the gold standard every row is
+# read against (``vs_retrain`` in results.json).
+KNOWN_ROWS = ["original", "retrain", *UNLEARNED, *SOURCE_ROWS]
+# Rows whose model is no unlearning: original -> RUN/target, retrain -> RUN/retrain.
+TRAINED = {"original": "target", "retrain": "retrain"}
+
+
+def default_rows(cfg: RunConfig) -> list[str]:
+    """Every known row once: ``dfsu-<source>`` of the configured source is ``dfsu`` itself."""
+    return [r for r in KNOWN_ROWS if r != f"dfsu-{cfg.synthesis.source}"]
+
+
+def row_recipe(cfg: RunConfig, row: str) -> tuple[str, str, str]:
+    """(method, data, pseudo source) of an unlearned row."""
+    if row in SOURCE_ROWS:
+        return "pscu", "pseudo", row.split("-", 1)[1]
+    method, data = UNLEARNED[row]
+    return method, data, cfg.synthesis.source
