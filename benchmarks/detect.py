@@ -33,7 +33,14 @@ from dfsu.pii.annotators import OfflineAnnotator
 from dfsu.pii.detectors import STRUCTURED, candidates, resolve_overlaps
 from dfsu.pii.generator import generate_records
 from dfsu.pii.normalize import normalize_for_detection
-from dfsu.pii.tagger import Tagger, _word_features, context_features, decode_spans, shape
+from dfsu.pii.tagger import (
+    Tagger,
+    _compressed,
+    _word_features,
+    context_features,
+    decode_spans,
+    shape,
+)
 
 MB = 1_000_000
 _PRIORITY = {label: i for i, label in enumerate(STRUCTURED)}
@@ -147,7 +154,8 @@ class OldTagger:
 
 def cold() -> None:
     """Empty the caches of word features (as in a fresh process) and collect garbage."""
-    for cached in (_word_features, shape, context_features, old_word_features, old_shape):
+    caches = (_word_features, shape, _compressed, context_features, old_word_features, old_shape)
+    for cached in caches:
         cached.cache_clear()
     gc.collect()
 

@@ -13,10 +13,12 @@ import pytest
 
 from dfsu.pii.annotators import OfflineAnnotator, merge_hybrid
 from dfsu.pii.detectors import (
+    ANCHORS,
     DETECTORS,
     MONTHS,
     STRUCTURED,
     _ip_ok,
+    _matches,
     _phone_ok,
     candidates,
     card_ok,
@@ -168,6 +170,26 @@ def test_every_pattern_matches_where_its_reference_does(index):
     for (label, pattern, _, group), (_, reference, _, _) in zip(DETECTORS, REFERENCE, strict=True):
         found = [m.span(group) for m in pattern.finditer(norm)]
         assert found == [m.span(group) for m in re.finditer(reference, norm)], label
+
+
+@pytest.mark.parametrize("index", range(len(ROWS)))
+def test_every_detector_is_read_where_finditer_reads_it(index):
+    """The e-mail search and the anchored detectors (ANCHORS) find what finditer finds."""
+    norm, _ = normalize_for_detection(ROWS[index])
+    assert {"IPV4", "DATE", "SSN"} <= set(ANCHORS)
+    for label, pattern, _, _ in DETECTORS:
+        found = [m.span(0) for m in _matches(label, pattern, norm)]
+        assert found == [m.span(0) for m in pattern.finditer(norm)], label
+
+
+def test_anchored_detectors_on_short_texts_of_their_characters():
+    rng = random.Random(7)
+    alphabet = "0123456789" * 2 + "abcdefABF:.-/ \u00a0_xJuneMarch,"
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(24)))
+        for label, pattern, _, _ in DETECTORS:
+            found = [m.span(0) for m in _matches(label, pattern, text)]
+            assert found == [m.span(0) for m in pattern.finditer(text)], (label, text)
 
 
 @pytest.mark.parametrize("index", range(len(ROWS)))

@@ -1,5 +1,6 @@
 """PII detection on long rows and on values split by invisible or non-ASCII characters."""
 
+import random
 import time
 
 import pytest
@@ -71,6 +72,17 @@ def test_drop_kept_drops_exactly_the_spans_over_a_kept_value(spans, keep):
     assert drop_kept(text, rows, keep) == (expected, len(rows) - len(expected))
 
 
+def test_resolve_overlaps_decides_a_long_cluster_like_the_pairwise_rule():
+    # a chain of 40 overlapping spans and equal lengths: one cluster, decided by rank
+    rng = random.Random(5)
+    spans = [
+        Span("x", i, i + rng.randint(2, 4), rng.choice(["PHONENUMBER", "DATE", "X"]))
+        for i in range(40)
+    ]
+    rng.shuffle(spans)
+    assert resolve_overlaps(spans) == reference_resolve_overlaps(spans)
+
+
 def test_resolve_overlaps_scales_to_a_long_row():
     # 60,000 candidates, a third of them inside a longer one: the pairwise rule compares
     # each with every kept span (about 10^9 checks), the sweep with log n of them.
@@ -135,6 +147,15 @@ def test_normalize_for_detection_maps_every_character_back():
     assert normalize_for_detection("")[0] == ""
     assert normalize_for_detection("\u200b") == ("", normalize_for_detection("\u200b")[1])
     assert normalize_for_detection("\u200b")[1].original(0) == 1
+
+
+@given(st.text(alphabet="ab \u200b\u00adﬁ\u00a0ｊ\u3000", max_size=20), st.data())
+def test_offset_map_spans_is_span_of_each(text, data):
+    norm, offsets = normalize_for_detection(text)
+    bounds = st.tuples(st.integers(-1, len(norm) + 1), st.integers(-2, 6))
+    pairs = data.draw(st.lists(bounds, max_size=6))
+    spans = [Span("", start, start + length, "X") for start, length in pairs]
+    assert offsets.spans(spans) == [offsets.span(s.start, s.end) for s in spans]
 
 
 def test_spans_to_original_takes_values_from_the_original_text():

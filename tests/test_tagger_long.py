@@ -15,6 +15,7 @@ from dfsu.pii.annotators import OfflineAnnotator
 from dfsu.pii.generator import generate_records
 from dfsu.pii.tagger import (
     LONG_TEXT,
+    OTHER,
     Tagger,
     _word_features,
     decode_spans,
@@ -24,7 +25,14 @@ from dfsu.pii.tagger import (
     words,
 )
 from dfsu.pii.tagger_data import general_negatives, make_records, training_shapes
-from dfsu.pii.tagger_long import CrfWeights, LongTextTagger, read_weights
+from dfsu.pii.tagger_long import (
+    CrfWeights,
+    LongTextTagger,
+    decode_labels,
+    read_weights,
+    word_bounds,
+    word_ids,
+)
 
 # The tagger path as it was: words, their features, and one crfsuite call over the text.
 _CHUNK = re.compile(r"\S+")
@@ -269,3 +277,49 @@ def test_the_weights_read_from_the_model_file_are_crfsuites(tagger, tmp_path, mo
     rows = varied_rows()[:1]
     assert fresh.predict(rows) == ReferenceTagger(tagger).predict(rows)
     assert fresh.long is False
+
+
+def _fuzz_texts(n: int, seed: int) -> list[str]:
+    """Short texts of marks, spaces of every kind, letters, a lone surrogate and a ligature."""
+    rng = random.Random(seed)
+    alphabet = "([{<\"')]}>.,;:!?|@ \t\n\x1c\x85\u00a0\u2028\u3000\u200baAé1\ud800ﬁ"
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("block", [1 << 20, 5])  # words hashed and checked in blocks
+def test_word_bounds_are_the_words_and_word_ids_tell_them_apart(block, monkeypatch):
+    monkeypatch.setattr("dfsu.pii.tagger_long.HASH_BLOCK", block)
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    for text in [*varied_rows(), every, *_fuzz_texts(3000, 2)]:
+        starts, ends = word_bounds(text)
+        assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == words(text)
+        tokens = [text[s:e] for s, e in words(text)]
+        ids, firsts = word_ids(text, starts, ends)
+        # one id per distinct word, and firsts[id] is the first word of that id
+        assert len(firsts) == len(set(tokens))
+        assert [tokens[firsts[i]] for i in ids.tolist()] == tokens
+        assert all(tokens.index(tokens[f]) == f for f in firsts.tolist())
+
+
+def test_a_hash_collision_is_found_and_the_words_are_read_as_strings(tagger, monkeypatch):
+    row = varied_rows()[1]
+    starts, ends = word_bounds(row)
+    assert word_ids(row, starts, ends) is not None
+    # every word's hash is then the sum of its character codes: anagrams collide
+    monkeypatch.setattr("dfsu.pii.tagger_long._BASE", np.uint64(1))
+    monkeypatch.setattr("dfsu.pii.tagger_long._INVERSE", np.uint64(1))
+    assert word_ids("ab ba ab", *word_bounds("ab ba ab")) is None
+    assert word_ids(row, starts, ends) is None
+    assert tagger.predict([row]) == ReferenceTagger(tagger).predict([row])
+
+
+def test_decode_labels_is_decode_spans():
+    rng = random.Random(3)
+    names = ["O", "FIRSTNAME", "EMAIL", OTHER]
+    for text in [" ".join(ODD), *(t for t in _fuzz_texts(500, 4) if words(t))]:
+        starts, ends = word_bounds(text)
+        for _ in range(5):
+            labels = np.array([rng.randrange(len(names)) for _ in starts])
+            tags = [names[y] for y in labels.tolist()]
+            expected = decode_spans(text, words(text), tags)
+            assert decode_labels(text, (starts, ends), labels, names) == expected

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 from dataclasses import asdict
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -31,34 +32,41 @@ VALIDATED = frozenset(
 )
 
 
-def _index(spans: list[Span]) -> OverlapIndex:
-    index = OverlapIndex(s.start for s in spans)
-    for s in spans:
-        index.add(s.start, s.end)
-    return index
+def _overlapping(spans: list[Span], fixed: list[Span]) -> list[bool]:
+    """Does each span overlap one of ``fixed``? It does when the furthest end among those
+    that start before its end is past its start (numpy: a search into their sorted starts)."""
+    import numpy as np  # the hybrid's tagger reads numpy anyway; the pattern path does not
+
+    if not fixed:
+        return [False] * len(spans)
+    starts = np.array([s.start for s in fixed], np.int64)
+    order = np.argsort(starts, kind="stable")
+    reach = np.maximum.accumulate(np.array([s.end for s in fixed], np.int64)[order])
+    before = np.searchsorted(starts[order], np.array([s.end for s in spans], np.int64))
+    after = reach[np.maximum(before - 1, 0)] > np.array([s.start for s in spans], np.int64)
+    return ((before > 0) & after).tolist()
 
 
 def _checksum_ok(span: Span) -> bool:
     """A tagger span of a label with a checksum must pass it (a 15-digit number that fails
     Luhn is no card number, whatever its context says)."""
+    if span.label not in ("CREDITCARDNUMBER", "IBAN"):
+        return True
     digits = "".join(c for c in span.value if c.isalnum())
     if span.label == "CREDITCARDNUMBER":
         return digits.isdigit() and 12 <= len(digits) <= 19 and luhn_ok(digits)
-    if span.label == "IBAN":
-        return iban_ok(digits.upper())
-    return True
+    return iban_ok(digits.upper())
 
 
 def merge_hybrid(tagged: list[Span], patterns: list[Span]) -> list[Span]:
     """Validated pattern spans, then tagger spans that overlap none of them (and pass their
     label's checksum), then the other pattern spans that overlap nothing kept so far (pure)."""
     kept = [p for p in patterns if p.label in VALIDATED]
-    validated = _index(kept)
-    kept += [t for t in tagged if _checksum_ok(t) and not validated.overlaps(t.start, t.end)]
-    so_far = _index(kept)
+    hits = _overlapping(tagged, kept)
+    kept += [t for t, hit in zip(tagged, hits, strict=True) if not hit and _checksum_ok(t)]
     weak = [p for p in patterns if p.label not in VALIDATED]
-    kept += [p for p in weak if not so_far.overlaps(p.start, p.end)]
-    return sorted(kept, key=lambda s: s.start)
+    kept += [p for p, hit in zip(weak, _overlapping(weak, kept), strict=True) if not hit]
+    return sorted(kept, key=attrgetter("start"))
 
 
 class OfflineAnnotator:

@@ -16,6 +16,7 @@ compose a letter with a following combining mark, which no detector needs).
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 import unicodedata
@@ -86,6 +87,23 @@ class OffsetMap:
         i = max(bisect_right(self.norm_starts, n) - 1, 0)
         return self.orig_starts[i] + (n - self.norm_starts[i]) * self.steps[i]
 
+    def spans(self, spans: list[Span]) -> list[tuple[int, int]]:
+        """``span`` of each span's start and end, in one pass: a span inside one piece (most
+        of them) is looked up once."""
+        norm_starts, orig_starts, steps = self.norm_starts, self.orig_starts, self.steps
+        out = []
+        for span in spans:
+            start, end = span.start, span.end
+            i = max(bisect_right(norm_starts, start) - 1, 0)
+            first = orig_starts[i] + (start - norm_starts[i]) * steps[i]
+            if end <= start:
+                out.append((first, first))
+                continue
+            if i + 1 < len(norm_starts) and end > norm_starts[i + 1]:
+                i = bisect_right(norm_starts, end - 1) - 1  # its last character is further on
+            out.append((first, orig_starts[i] + (end - 1 - norm_starts[i]) * steps[i] + 1))
+        return out
+
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The original [start, end) of the detection form's [start, end): from its first
         character's origin to its last one's, so invisible characters between are inside."""
@@ -141,9 +159,12 @@ def spans_to_original(text: str, spans: list[Span], offsets: OffsetMap) -> list[
     """Spans of the detection form (sorted, not overlapping) as spans of ``text``: each value
     is ``text[start:end]``. Two spans that meet inside one original character (each holding
     a part of a ligature) become one, under the first one's label: masking more is safe."""
+    bounds = offsets.spans(spans)
+    if all(b[0] >= a[1] for a, b in itertools.pairwise(bounds)):  # no two meet: each as it is
+        pairs = zip(spans, bounds, strict=True)
+        return [Span(text[s:e], s, e, span.label) for span, (s, e) in pairs]
     out: list[Span] = []
-    for span in spans:
-        start, end = offsets.span(span.start, span.end)
+    for span, (start, end) in zip(spans, bounds, strict=True):
         label = span.label
         if out and start < out[-1].end:
             previous = out.pop()

@@ -91,14 +91,19 @@ class _ShapeOf(dict):
 
 
 _SHAPE_OF = _ShapeOf()
-_HEX = re.compile(r"[0-9a-fA-F]{2,}")
+_HEX = "0123456789abcdefABCDEF"
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def shape(word: str, compress: bool = False) -> str:
     """The word's characters as their shapes (``compress``: each run of one shape as one)."""
     shaped = word.translate(_SHAPE_OF)
-    return "".join(s for s, _ in itertools.groupby(shaped)) if compress else shaped
+    return _compressed(shaped) if compress else shaped
+
+
+@functools.lru_cache(maxsize=1 << 16)  # words of a text share far fewer shapes
+def _compressed(shaped: str) -> str:
+    return "".join(s for s, _ in itertools.groupby(shaped))
 
 
 def word_features(word: str) -> list[str]:
@@ -106,38 +111,56 @@ def word_features(word: str) -> list[str]:
     return list(_word_features(word))
 
 
+# The first features of _word_features carry a value ("w=ann", "len=3"); its flags follow.
+VALUED = 8
+
+
 @functools.lru_cache(maxsize=1 << 16)  # text repeats its words: each is described once
 def _word_features(word: str) -> tuple[str, ...]:
-    lower, shaped = word.lower(), shape(word)
+    lower, shaped = word.lower(), word.translate(_SHAPE_OF)  # shaped: shape(word)
     hasdigit = "d" in shaped  # shape reads every digit as d, and nothing else (a d is x)
     feats = [
         f"w={lower}",
         f"shape={shaped[:16]}",
-        f"short={shape(word, True)}",
+        f"short={_compressed(shaped)}",
         f"len={min(len(word), 20)}",
         f"p2={lower[:2]}",
         f"p3={lower[:3]}",
         f"s2={lower[-2:]}",
         f"s3={lower[-3:]}",
     ]
-    flags = {
-        "title": word.istitle(),
-        "upper": word.isupper() and len(word) > 1,
-        "digit": word.isdigit(),
-        "hasdigit": hasdigit,
-        # an X may be no letter (Roman numerals, circled letters): those look further
-        "alnum_mix": hasdigit and ("x" in shaped or any(c.isalpha() for c in word)),
-        "hex": _HEX.fullmatch(word) is not None,
-        "at": "@" in word,
-        "url": lower.startswith(("http", "www.")),
-        "sep_dot": "." in word[1:-1],
-        "sep_colon": ":" in word,
-        "sep_slash": "/" in word,
-        "sep_under": "_" in word,
-        "sep_dash": "-" in word[1:],
-        "nonascii": not word.isascii(),
-    }
-    return (*feats, *(k for k, v in flags.items() if v))
+    # the flags (the features without "="), in this order; one test each, no dict of all
+    if word.istitle():
+        feats.append("title")
+    if len(word) > 1 and word.isupper():
+        feats.append("upper")
+    if word.isdigit():
+        feats.append("digit")
+    if hasdigit:
+        feats.append("hasdigit")
+        # an X may be no letter (Roman numerals, circled letters): those look further (a
+        # letter is shaped x or X)
+        if "x" in shaped or ("X" in shaped and any(c.isalpha() for c in word)):
+            feats.append("alnum_mix")
+    if len(word) > 1 and not word.strip(_HEX):  # two or more hex digits, nothing else
+        feats.append("hex")
+    if "@" in word:
+        feats.append("at")
+    if lower.startswith(("http", "www.")):
+        feats.append("url")
+    if "." in word[1:-1]:
+        feats.append("sep_dot")
+    if ":" in word:
+        feats.append("sep_colon")
+    if "/" in word:
+        feats.append("sep_slash")
+    if "_" in word:
+        feats.append("sep_under")
+    if "-" in word[1:]:
+        feats.append("sep_dash")
+    if not word.isascii():
+        feats.append("nonascii")
+    return tuple(feats)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -222,28 +245,37 @@ class Tagger:
         return cls(path)
 
     def predict(self, texts: list[str]) -> list[list[Span]]:
-        out = []
-        for text in texts:
-            offsets = words(text)
-            if not offsets:
-                out.append([])
-                continue
-            # Lone surrogates (valid in JSON, not in UTF-8) become "?": same length, no crash.
-            readable = text.encode("utf-8", "replace").decode("utf-8")
-            out.append(decode_spans(text, offsets, self.tag([readable[s:e] for s, e in offsets])))
-        return out
+        return [self._spans(text) for text in texts]
+
+    def _spans(self, text: str) -> list[Span]:
+        # Lone surrogates (valid in JSON, not in UTF-8) become "?": same length, no crash.
+        readable = text.encode("utf-8", "replace").decode("utf-8")
+        if len(text) >= LONG_TEXT and self._long_tagger():  # it may hold LONG_TEXT words
+            from dfsu.pii.tagger_long import decode_labels, word_bounds
+
+            bounds = word_bounds(text)  # words(text), without a Python step per word
+            if len(bounds[0]) >= LONG_TEXT:
+                labels = self.long.labels(self.long.text_vocabulary(readable, bounds))
+                return decode_labels(text, bounds, labels, self.long.weights.labels)
+        offsets = words(text)
+        if not offsets:
+            return []
+        return decode_spans(text, offsets, self.tag([readable[s:e] for s, e in offsets]))
+
+    def _long_tagger(self) -> Any:
+        """The LongTextTagger, read on first use (False: crfsuite tags long texts too)."""
+        if self.long is None:
+            from dfsu.pii.tagger_long import LongTextTagger, read_weights
+
+            weights = read_weights(self.crf, self.path / "model.crfsuite")
+            self.long = LongTextTagger(weights) if weights else False
+        return self.long
 
     def tag(self, tokens: list[str]) -> list[str]:
         """A label per word: crfsuite's Viterbi over the whole sequence (on a long one, only
         where a word's label can depend on its neighbours': ``dfsu.pii.tagger_long``)."""
-        if len(tokens) >= LONG_TEXT:
-            if self.long is None:
-                from dfsu.pii.tagger_long import LongTextTagger, read_weights
-
-                weights = read_weights(self.crf, self.path / "model.crfsuite")
-                self.long = LongTextTagger(weights) if weights else False
-            if self.long:
-                return self.long.tag(tokens)
+        if len(tokens) >= LONG_TEXT and self._long_tagger():
+            return self.long.tag(tokens)
         return self.crf.tag(sentence_features(tokens))
 
     def __call__(self, text: str) -> list[Span]:

@@ -20,18 +20,27 @@ pair of the two words before it (``dfsu.pii.tagger.sentence_features``): each pa
 once per distinct word (or pair), with the weights read exactly from the model file.
 The labels equal crfsuite's on the whole text but where two labellings tie to within
 rounding (about 1e-9: crfsuite's scores of a long text grow large), where either is a best one.
+
+A text of a row is read without a Python step per word: its words are found (``word_bounds``,
+the words of ``dfsu.pii.tagger.words``) and told apart (``word_ids``: a hash of each word's
+characters, checked character by character) with numpy, and only its distinct words become
+strings; ``decode_labels`` turns the labels into spans.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from dfsu.pii.tagger import _word_features, shape
+from dfsu.pii.records import Span
+from dfsu.pii.tagger import _LEAD, _TRAIL, OTHER, VALUED, _word_features
 
 # Settled by more than any rounding of crfsuite's (its scores of 20 MB reach about 1e7).
 MARGIN = 1e-6
@@ -39,6 +48,111 @@ MARGIN = 1e-6
 BLOCK = 50_000
 OFFSETS = (-2, -1, 1, 2)
 _FEATURE = np.dtype([("type", "<u4"), ("src", "<u4"), ("dst", "<u4"), ("weight", "<f8")])
+# Character code -> its kind for words(): a space (what re's \s matches, str.isspace: no
+# character above U+3000, for which the last entry stands), an opening or a closing mark.
+_SPACE, _OPENING, _CLOSING = 1, 2, 4
+_KIND = np.array([chr(c).isspace() for c in range(0x3001)] + [False], np.uint8)
+_KIND[[ord(c) for c in _LEAD]] |= _OPENING
+_KIND[[ord(c) for c in _TRAIL]] |= _CLOSING
+
+
+def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the runs of True."""
+    edges = np.diff(mask.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+
+
+def word_bounds(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the words of ``dfsu.pii.tagger.words(text)``, found with numpy: in
+    each run of non-space characters, its opening marks and its closing marks (after its
+    last other character, never among the opening ones) one by one, and what is between."""
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    kind = _KIND[np.minimum(codes, len(_KIND) - 1)]
+    starts, ends = _runs((kind & _SPACE) == 0)
+    head, tail = starts.copy(), ends.copy()  # where the middle word starts and ends
+    # marks that open a run reach to the end of their own run of marks (a space ends it)
+    opening = (kind & _OPENING) != 0
+    mark_starts, mark_ends = _runs(opening)
+    at = opening[starts]
+    head[at] = mark_ends[np.searchsorted(mark_starts, starts[at])]
+    closing = (kind & _CLOSING) != 0
+    mark_starts, mark_ends = _runs(closing)
+    at = closing[ends - 1]
+    tail[at] = np.maximum(mark_starts[np.searchsorted(mark_ends, ends[at])], head[at])
+    # one-character words: [start, head) and [tail, end) of each run
+    singles = np.concatenate([_ranges(starts, head), _ranges(tail, ends)])
+    middle = head < tail
+    first = np.zeros(len(codes) + 1, bool)
+    first[singles] = True
+    last = first.copy()  # a word's last character
+    first[head[middle]] = True
+    last[tail[middle] - 1] = True
+    return np.flatnonzero(first), np.flatnonzero(last) + 1
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Every position of [starts[i], ends[i]) for every i."""
+    lengths = ends - starts
+    return np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+
+
+# A word's hash: the sum of (character code + 1) * _BASE ** (its place in the word), mod 2**64
+# (numpy's uint64 arithmetic wraps); _BASE is odd, so it has an inverse mod 2**64. Words are
+# hashed and checked a block of about HASH_BLOCK characters at a time (bounded memory).
+_BASE = np.uint64(0x100000001B3)
+_INVERSE = np.uint64(pow(int(_BASE), -1, 2**64))
+HASH_BLOCK = 1 << 20
+
+
+def word_ids(
+    text: str, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(an id per word, the index of each id's first word): words of the same characters, and
+    only those, share an id; None when two different words share a hash (checked, character
+    by character)."""
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    _, firsts, ids = np.unique(_hashes(codes, starts, ends), return_index=True, return_inverse=True)
+    first = firsts[ids]  # each word's first word of the same hash: the same characters?
+    lengths = ends - starts
+    if not np.array_equal(lengths, lengths[first]):
+        return None
+    later = np.flatnonzero(first != np.arange(len(first)))
+    for block in _blocks(lengths[later]):
+        mine = _ranges(starts[later[block]], ends[later[block]])
+        shift = starts[first[later[block]]] - starts[later[block]]
+        theirs = mine + np.repeat(shift, lengths[later[block]])
+        if not np.array_equal(codes.take(mine), codes.take(theirs)):
+            return None
+    return ids.reshape(-1), firsts
+
+
+def _hashes(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The hash of each word [starts[i], ends[i]) of the character codes."""
+    out = np.empty(len(starts), np.uint64)
+    for block in _blocks(ends - starts, gaps=starts[1:] - ends[:-1]):
+        first, last = int(starts[block.start]), int(ends[block.stop - 1])
+        # (code + 1) * _BASE ** (k + 1), k from the block's first character, summed so far;
+        # a word's sum times _INVERSE ** (its start + 1) counts from the word's start
+        scaled = codes[first:last].astype(np.uint64) + np.uint64(1)
+        scaled *= np.cumprod(np.full(last - first, _BASE))
+        sums = np.zeros(last - first + 1, np.uint64)
+        np.cumsum(scaled, out=sums[1:])
+        at, to = starts[block] - first, ends[block] - first
+        out[block] = (sums[to] - sums[at]) * np.cumprod(np.full(last - first, _INVERSE))[at]
+    return out
+
+
+def _blocks(lengths: np.ndarray, gaps: np.ndarray | None = None) -> list[slice]:
+    """Runs of consecutive items of about HASH_BLOCK characters together (an item longer
+    is a run of its own): items of these lengths, with these gaps between them."""
+    spans = lengths if gaps is None else lengths + np.append(gaps, 0)
+    ends = np.cumsum(spans)
+    out, lo = [], 0
+    while lo < len(lengths):
+        hi = max(lo + 1, int(np.searchsorted(ends, ends[lo] - spans[lo] + HASH_BLOCK, "right")))
+        out.append(slice(lo, hi))
+        lo = hi
+    return out
 
 
 @dataclass(frozen=True)
@@ -109,20 +223,20 @@ class NeighbourTables:
 
     def __init__(self, weights: CrfWeights):
         n_labels = len(weights.labels)
-        values: dict[str, dict[str, int]] = {"w": {}, "short": {}}
-        rows = {kind: [np.zeros((4, n_labels))] for kind in values}  # row 0: a value unseen
-        self.flags: dict[str, np.ndarray] = {}  # flag -> [4, labels]
-        self.edge = np.zeros((4, n_labels))
+        values: dict[str, dict[str, int]] = {"w": {}, "short": {}}  # row 0: a value unseen
+        # where each attribute's weights go: (row, offset, attribute) per table
+        cells: dict[str, list[tuple[Any, int, int]]] = {"w": [], "short": [], "flags": []}
         self.pairs: dict[tuple[str, str], int] = {}  # (lowercase, lowercase) -> row of pair_rows
-        pair_rows = [np.zeros(n_labels)]
+        pair_attributes = [len(weights.state)]  # row 0: no pair (a row of zeros)
         for attr, row in weights.attributes.items():
-            scores = weights.state[row]
+            if attr[:1] not in "-12":  # a word's own feature ("w=ann", "title")
+                continue
             if attr.startswith(_PAIR):
                 rest = attr[len(_PAIR) :]
                 # the name does not say where the first word ends: every "|" may be it
                 for i in (i for i, c in enumerate(rest) if c == "|"):
-                    self.pairs[rest[:i], rest[i + 1 :]] = len(pair_rows)
-                pair_rows.append(scores)
+                    self.pairs[rest[:i], rest[i + 1 :]] = len(pair_attributes)
+                pair_attributes.append(row)
                 continue
             m = _NEIGHBOUR.fullmatch(attr)
             if m is None:
@@ -130,19 +244,33 @@ class NeighbourTables:
             d, kind, value, edge, flag = m.groups()
             k = OFFSETS.index(int(d))
             if kind:
-                if value not in values[kind]:
-                    values[kind][value] = len(rows[kind])
-                    rows[kind].append(np.zeros((4, n_labels)))
-                rows[kind][values[kind][value]][k] += scores
+                cells[kind].append((values[kind].setdefault(value, len(values[kind]) + 1), k, row))
             elif edge:
-                self.edge[k] += scores
+                cells["flags"].append(("edge", k, row))
             elif abs(int(d)) == 1:  # only next-door words tell their flags
-                self.flags.setdefault(flag, np.zeros((4, n_labels)))[k] += scores
+                cells["flags"].append((flag, k, row))
+        state = np.vstack([weights.state, np.zeros(n_labels)])
         self.words, self.shapes = values["w"], values["short"]
-        self.word_rows, self.shape_rows = np.array(rows["w"]), np.array(rows["short"])
-        self.pair_rows = np.array(pair_rows)
+        # [4 (OFFSETS), values, labels]: each offset's rows side by side
+        self.word_rows = _table(cells["w"], len(self.words) + 1, state)
+        self.shape_rows = _table(cells["short"], len(self.shapes) + 1, state)
+        flags = {name: i for i, name in enumerate(dict.fromkeys(n for n, _, _ in cells["flags"]))}
+        by_flag = _table([(flags[n], k, r) for n, k, r in cells["flags"]], len(flags), state)
+        self.flags = {name: by_flag[:, i] for name, i in flags.items() if name != "edge"}
+        self.edge = by_flag[:, flags["edge"]] if "edge" in flags else np.zeros((4, n_labels))
+        self.pair_rows = state[pair_attributes]
         self.pair_firsts = {a for a, _ in self.pairs}
         self.pair_seconds = {b for _, b in self.pairs}
+
+
+def _table(cells: list[tuple[int, int, int]], rows: int, state: np.ndarray) -> np.ndarray:
+    """[4 (OFFSETS), rows, labels]: the weights of attribute a (its row of ``state``) added at
+    [k, row] for each cell (row, k, a)."""
+    out = np.zeros((4, rows, state.shape[1]))
+    if cells:
+        row, k, attribute = (np.array(x, np.int64) for x in zip(*cells, strict=True))
+        np.add.at(out, (k, row), state[attribute])
+    return out
 
 
 @dataclass
@@ -152,11 +280,12 @@ class Vocabulary:
     beyond either end of the text."""
 
     ids: np.ndarray  # the word id of each position
+    padded: np.ndarray  # ids with two ids len(own) on either side: position i at i + 2
     own: np.ndarray  # [words, labels]
     word_rows: np.ndarray  # per id: its row of NeighbourTables.word_rows
     shape_rows: np.ndarray  # per id: its row of NeighbourTables.shape_rows
     flag_rows: np.ndarray  # per id: its row of ``flags``
-    flags: np.ndarray  # [flag sets + the edge, 4 (OFFSETS), labels]
+    flags: np.ndarray  # [4 (OFFSETS), flag sets + the edge, labels]
     pair_rows: np.ndarray  # per position: its pair feature's row of NeighbourTables.pair_rows
 
 
@@ -170,48 +299,78 @@ class LongTextTagger:
         into = (trans[:, :, None] - trans[:, None, :]).min(axis=0)
         out = (trans[:, None, :] - trans[None, :, :]).min(axis=2)
         self.slack = np.minimum(into, 0) + np.minimum(out, 0)
+        # the weights of each attribute, and a row of zeros for an unknown one
+        self.state_rows = np.vstack([weights.state, np.zeros(len(weights.labels))])
         self.bias = self._scores([("bias",)])[0]
         self.tables = NeighbourTables(weights)
 
     def _scores(self, parts: list[tuple[str, ...]]) -> np.ndarray:
-        """[len(parts), labels]: each tuple's features' weights, summed (unknown ones add
-        nothing)."""
-        columns = self.weights.attributes
-        known = [[columns[f] for f in part if f in columns] for part in parts]
-        rows = np.repeat(np.arange(len(parts)), [len(k) for k in known])
-        cols = np.fromiter((c for k in known for c in k), np.int64, len(rows))
+        """[len(parts), labels]: each tuple's features' weights, summed in its order (unknown
+        ones add nothing): the i-th features of all tuples at a time."""
+        unknown = len(self.weights.state)
+        lengths = np.fromiter(map(len, parts), np.int64, len(parts))
+        flat = itertools.chain.from_iterable(parts)
+        cols = np.fromiter(
+            map(self.weights.attributes.get, flat, itertools.repeat(unknown)),
+            np.int64,
+            lengths.sum(),
+        )
+        table = np.full((len(parts), lengths.max(initial=0)), unknown)
+        at = np.repeat(np.arange(len(parts)), lengths), _ranges(np.zeros_like(lengths), lengths)
+        table[at] = cols
         out = np.zeros((len(parts), len(self.weights.labels)))
-        np.add.at(out, rows, self.weights.state[cols])
+        for column in table.T:
+            out += self.state_rows[column]
         return out
 
     def vocabulary(self, tokens: list[str]) -> Vocabulary:
+        distinct = dict.fromkeys(tokens)
+        index = dict(zip(distinct, range(len(distinct)), strict=True))
+        ids = np.fromiter(map(index.__getitem__, tokens), np.int64, len(tokens))
+        return self._vocabulary(ids, list(index))
+
+    def text_vocabulary(self, text: str, bounds: tuple[np.ndarray, np.ndarray]) -> Vocabulary:
+        """``vocabulary`` of the words of ``text`` at ``bounds`` (starts, ends), without a
+        string per word: words told apart by their characters (``word_ids``)."""
+        starts, ends = bounds
+        found = word_ids(text, starts, ends)
+        if found is None:  # two words' hashes collided: by the strings, then
+            cuts = zip(starts.tolist(), ends.tolist(), strict=True)
+            return self.vocabulary([text[s:e] for s, e in cuts])
+        ids, firsts = found
+        cuts = zip(starts[firsts].tolist(), ends[firsts].tolist(), strict=True)
+        return self._vocabulary(ids, [text[s:e] for s, e in cuts])
+
+    def _vocabulary(self, ids: np.ndarray, words: list[str]) -> Vocabulary:
+        """The Vocabulary of a text whose i-th word is ``words[ids[i]]``."""
         tables = self.tables
-        index = {word: i for i, word in enumerate(dict.fromkeys(tokens))}
-        ids = np.array(list(map(index.__getitem__, tokens)), np.int64)
-        own = [_word_features(w) for w in index]
-        lower = [w.lower() for w in index]
+        own = list(map(_word_features, words))
+        lower = [x[0][2:] for x in own]  # "w=" and the word in lower case
         # a next-door word tells its flags: scored once per distinct set of flags
         sets: dict[tuple[str, ...], int] = {}
-        flag_rows = [sets.setdefault(tuple(f for f in x if "=" not in f), len(sets)) for x in own]
-        flags = np.zeros((len(sets) + 1, 4, len(self.weights.labels)))
+        flag_rows = [sets.setdefault(x[VALUED:], len(sets)) for x in own]
+        flags = np.zeros((4, len(sets) + 1, len(self.weights.labels)))
         for names, i in sets.items():
             for name in names:
-                flags[i] += tables.flags.get(name, 0)
-        flags[-1] = tables.edge
+                flags[:, i] += tables.flags.get(name, 0)
+        flags[:, -1] = tables.edge
         # the pair feature of position i >= 2 reads the words at i - 2 and i - 1
         first = np.array([x in tables.pair_firsts for x in lower] + [False])
         second = np.array([x in tables.pair_seconds for x in lower] + [False])
         at = np.flatnonzero(first[ids[:-2]] & second[ids[1:-1]]) + 2
+        pairs, which = np.unique(ids[at - 2] * len(lower) + ids[at - 1], return_inverse=True)
+        befores = zip(*(x.tolist() for x in np.divmod(pairs, len(lower))), strict=True)
+        found = [tables.pairs.get((lower[a], lower[b]), 0) for a, b in befores]  # distinct pairs
         pair_rows = np.zeros(len(ids), np.int64)
-        pair_rows[at] = [
-            tables.pairs.get((lower[a], lower[b]), 0)
-            for a, b in zip(ids[at - 2].tolist(), ids[at - 1].tolist(), strict=True)
-        ]
+        pair_rows[at] = np.array(found, np.int64)[which]
+        edge = np.full(2, len(words))
         return Vocabulary(
             ids=ids,
+            padded=np.concatenate([edge, ids, edge]),
             own=self._scores(own),
             word_rows=np.array([tables.words.get(x, 0) for x in lower] + [0]),
-            shape_rows=np.array([tables.shapes.get(shape(w, True), 0) for w in index] + [0]),
+            # "short=" and the word's short shape, shape(word, True)
+            shape_rows=np.array([tables.shapes.get(x[2][6:], 0) for x in own] + [0]),
             flag_rows=np.array(flag_rows + [len(sets)]),
             flags=flags,
             pair_rows=pair_rows,
@@ -219,16 +378,15 @@ class LongTextTagger:
 
     def state(self, vocab: Vocabulary, positions: np.ndarray) -> np.ndarray:
         """[len(positions), labels]: the state scores at these positions."""
-        tables = self.tables
-        n, edge = len(vocab.ids), len(vocab.own)
-        s = vocab.own[vocab.ids[positions]] + tables.pair_rows[vocab.pair_rows[positions]]
+        tables = self.tables  # take(): rows gathered several times faster than by [index]
+        s = vocab.own.take(vocab.ids.take(positions), axis=0)
+        s += tables.pair_rows.take(vocab.pair_rows.take(positions), axis=0)
         s += self.bias
         for k, d in enumerate(OFFSETS):
-            j = positions + d
-            near = np.where((j >= 0) & (j < n), vocab.ids[np.clip(j, 0, n - 1)], edge)
-            s += tables.word_rows[vocab.word_rows[near], k]
-            s += tables.shape_rows[vocab.shape_rows[near], k]
-            s += vocab.flags[vocab.flag_rows[near], k]
+            near = vocab.padded.take(positions + (d + 2))
+            s += tables.word_rows[k].take(vocab.word_rows.take(near), axis=0)
+            s += tables.shape_rows[k].take(vocab.shape_rows.take(near), axis=0)
+            s += vocab.flags[k].take(vocab.flag_rows.take(near), axis=0)
         return s
 
     def settled(self, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
@@ -238,12 +396,13 @@ class LongTextTagger:
         settled = np.zeros(n, bool)
         for lo in range(0, n, BLOCK):
             s = self.state(vocab, np.arange(lo, min(n, lo + BLOCK)))
-            rows = np.arange(len(s))
             top = s.argmax(axis=1)
-            gap = s[rows, top][:, None] - s + self.slack[top]
-            gap[rows, top] = np.inf
+            gap = np.take_along_axis(s, top[:, None], axis=1) - s + self.slack.take(top, axis=0)
+            np.put_along_axis(gap, top[:, None], np.inf, axis=1)
             best[lo : lo + len(s)] = top
-            settled[lo : lo + len(s)] = gap.min(axis=1) > MARGIN
+            # the least gap, a label (column) at a time: numpy's min along rows of a few
+            # labels each is several times slower
+            settled[lo : lo + len(s)] = functools.reduce(np.minimum, gap.T) > MARGIN
         return best, settled
 
     def viterbi(self, s: np.ndarray, before: np.ndarray, after: np.ndarray) -> np.ndarray:
@@ -254,9 +413,8 @@ class LongTextTagger:
         delta = s[:, 0] + np.where(before[:, None] >= 0, trans[before], 0)
         back = np.zeros(s.shape, np.int64)
         for t in range(1, length):
-            score = delta[:, :, None] + trans  # [runs, from, to]
-            back[:, t] = score.argmax(axis=1)
-            delta = score.max(axis=1) + s[:, t]
+            best, back[:, t] = _best_from(delta[:, :, None] + trans)  # [runs, from, to]
+            delta = best + s[:, t]
         delta += np.where(after[:, None] >= 0, trans[:, after].T, 0)
         out = np.zeros((runs, length), np.int64)
         out[:, -1] = delta.argmax(axis=1)
@@ -265,7 +423,10 @@ class LongTextTagger:
         return out
 
     def tag(self, tokens: list[str]) -> list[str]:
-        vocab = self.vocabulary(tokens)
+        return [self.weights.labels[y] for y in self.labels(self.vocabulary(tokens)).tolist()]
+
+    def labels(self, vocab: Vocabulary) -> np.ndarray:
+        """The label of each word, as its index in ``weights.labels``."""
         labels, settled = self.settled(vocab)
         n = len(labels)
         edges = np.diff(np.concatenate([[0], (~settled).astype(np.int8), [0]]))
@@ -281,4 +442,30 @@ class LongTextTagger:
                 last = first + length
                 after = np.where(last < n, labels[np.minimum(last, n - 1)], -1)
                 labels[positions] = self.viterbi(s, before, after)
-        return [self.weights.labels[y] for y in labels.tolist()]
+        return labels
+
+
+def _best_from(score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(max, argmax: the first best) of score [runs, from, to] over its from-labels, a label
+    at a time: numpy's max along a middle axis of a few labels is several times slower."""
+    best = score[:, 0].copy()
+    arg = np.zeros(best.shape, np.int64)
+    for label in range(1, score.shape[1]):
+        better = score[:, label] > best
+        best[better] = score[:, label][better]
+        arg[better] = label
+    return best, arg
+
+
+def decode_labels(
+    text: str, bounds: tuple[np.ndarray, np.ndarray], labels: np.ndarray, names: list[str]
+) -> list[Span]:
+    """``dfsu.pii.tagger.decode_spans`` of words at ``bounds`` (starts, ends) labelled
+    ``names[labels[i]]``: each run of words of one label other than O is one span."""
+    outside = names.index("O") if "O" in names else -1
+    inside = labels != outside
+    first = np.flatnonzero(inside & (labels != np.append(outside, labels[:-1])))
+    last = np.flatnonzero(inside & (labels != np.append(labels[1:], outside)))
+    starts, ends = bounds[0][first].tolist(), bounds[1][last].tolist()
+    spans = zip(starts, ends, [names[y] for y in labels[first].tolist()], strict=True)
+    return [Span(text[s:e], s, e, label) for s, e, label in spans if label != OTHER]
