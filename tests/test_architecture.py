@@ -73,12 +73,13 @@ def test_no_package_level_import_cycle():
     run directory below the components, the components below pii, pii below inversion,
     evaluation and unlearning, those below the stages, the orchestrators on top."""
     graph: dict[str, set[str]] = {}
-    for name, path in _modules().items():
+    modules = _modules()
+    for name, path in modules.items():
         if name == "dfsu":
             continue
         for imported in _imports(path):
             a, b = _node(name), _node(imported)
-            if a != b and imported != "dfsu" and imported in _modules():
+            if a != b and imported != "dfsu" and imported in modules:
                 graph.setdefault(a, set()).add(b)
     cycles = []
 
