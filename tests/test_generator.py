@@ -1,3 +1,5 @@
+import pytest
+
 from dfsu.pii.generator import TEMPLATES, build_swap_pool, generate_records, template_labels
 from dfsu.pii.records import LABELS_200K
 
@@ -112,3 +114,13 @@ def test_ssns_of_clock_dependent_locales_never_read_the_clock(monkeypatch):
                 total = sum(int(c) * w for c, w in zip(value, weights, strict=False))
                 assert (10 - total % 10) % 10 == int(value[-1])
     assert _luhn_digit("7992739871") == "3"  # the textbook example
+
+
+def test_usable_templates_is_the_one_filter_and_names_its_setting():
+    from dfsu.errors import DfsuError
+    from dfsu.pii.generator import usable_templates
+
+    templates = {"a": "mail {EMAIL} now", "b": "{FIRSTNAME} from {IPV4}"}
+    assert usable_templates(templates, {"EMAIL": ["x@y.org"], "IPV4": []}) == {"a": templates["a"]}
+    with pytest.raises(DfsuError, match="^leak: the swap pool holds no values"):
+        usable_templates(templates, {"IPV4": ["1.2.3.4"]}, "leak")

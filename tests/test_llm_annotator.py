@@ -147,6 +147,36 @@ def test_unreachable_server_falls_back_after_retries():
     assert [s.value for s in spans] == ["10.0.0.1"]
 
 
+def test_a_server_that_never_answers_times_out(monkeypatch):
+    """The client's timeout and retries bound the wait; the key comes from OPENAI_API_KEY."""
+    import threading
+
+    seen: list[bytes] = []
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def accept_and_stall():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            seen.append(conn.recv(65536))  # the request, then no answer
+
+    threading.Thread(target=accept_and_stall, daemon=True).start()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    port = listener.getsockname()[1]
+    backend = ServerBackend(f"http://127.0.0.1:{port}/v1", "m", "chat", timeout=0.5, retries=1)
+    start = time.monotonic()
+    with pytest.raises(ConnectionError, match="no answer after 2 tries"):
+        backend("hello")
+    listener.close()
+    assert time.monotonic() - start < 10
+    assert len(seen) == 2 and b"POST /v1/chat/completions" in seen[0]
+    assert b"sk-test-key" in seen[0]
+
+
 def test_annotate_stage_with_the_llm(server, trained_micro_run, tmp_path):
     base_url, model = server
     cfg, original = trained_micro_run

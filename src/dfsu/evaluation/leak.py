@@ -239,13 +239,11 @@ def build_meter(
     if purpose not in PURPOSES:
         raise DfsuError(f"leak: purpose {purpose!r} is not one of {', '.join(PURPOSES)}")
     fill, sampling = PURPOSES[purpose]
-    from dfsu.pii.generator import load_templates
+    from dfsu.pii.generator import load_templates, usable_templates
 
     lc = cfg.leak
     templates = load_templates(lc.templates, None)
-    usable = {k: v for k, v in templates.items() if _fillable(v, pool)}
-    if not usable:
-        raise DfsuError("leak: the swap pool holds no values for the shapes' labels")
+    usable = usable_templates(templates, pool, "leak")
     seed = cfg.seed + fill
     prompts = leak_prompts(pool, usable, lc.per_template, lc.max_new_tokens, seed, tokenizer)
     keep = []
@@ -255,9 +253,3 @@ def build_meter(
         keep = read_keep_file(lc.keep, "leak.keep")
     excluded = {v for values in pool.values() for v in values} | set(keep)
     return LeakMeter(prompts, annotate, excluded, cfg, keep, cfg.seed + sampling)
-
-
-def _fillable(template: str, pool: dict[str, list[str]]) -> bool:
-    from dfsu.pii.generator import PLACEHOLDER
-
-    return all(pool.get(label) for label in PLACEHOLDER.findall(template))

@@ -296,6 +296,21 @@ def build_swap_pool(
     return pool
 
 
+def usable_templates(
+    templates: dict[str, str], pool: dict[str, list[str]], setting: str = "swap pool"
+) -> dict[str, str]:
+    """The templates whose every label the pool holds values for (the one filter the
+    inverter, synthesis and the leak meter share); none is a one-line error."""
+    usable = {
+        name: t
+        for name, t in templates.items()
+        if all(pool.get(label) for label in PLACEHOLDER.findall(t))
+    }
+    if not usable:
+        raise DfsuError(f"{setting}: the swap pool holds no values for the shapes' labels")
+    return usable
+
+
 def fill_from_pool(
     pool: dict[str, list[str]], n: int, seed: int, templates: dict[str, str] | None = None
 ) -> list[PiiRecord]:
@@ -304,14 +319,7 @@ def fill_from_pool(
     Templates whose labels the pool lacks are skipped. Used for the inverter's training
     texts and as entity-swapped candidates; never touches private values.
     """
-    templates = templates if templates is not None else TEMPLATES
-    usable = {
-        name: t
-        for name, t in templates.items()
-        if all(pool.get(label) for label in PLACEHOLDER.findall(t))
-    }
-    if not usable:
-        raise ValueError("the swap pool covers no template's labels")
+    usable = usable_templates(templates if templates is not None else TEMPLATES, pool)
     rng = random.Random(f"pool-fill-{seed}")
     names = sorted(usable)
     records = []

@@ -3,19 +3,17 @@
 The model answers with a JSON list of ``{"value", "label"}``; offsets are computed here
 (every occurrence of each value), values absent from the text are dropped and counted.
 Backends: a local Hugging Face causal LM directory, or any OpenAI-compatible server
-(vLLM, Ollama, `transformers serve`) by base URL, with a timeout and retries. When a
-request fails or the answer is not a usable JSON list, that one text falls back to an
-offline annotator (the hybrid of the tagger and the detectors in a run; the detectors
-alone when none is given), and the fallback is recorded with its reason.
+(vLLM, Ollama, `transformers serve`) by base URL through the ``openai`` client, with a
+timeout and retries. When a request fails or the answer is not a usable JSON list, that one
+text falls back to an offline annotator (the hybrid of the tagger and the detectors in a
+run; the detectors alone when none is given), and the fallback is recorded with its reason.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +89,9 @@ def locate(text: str, entities: list[dict[str, str]]) -> tuple[list[Span], int]:
 
 
 class ServerBackend:
-    """An OpenAI-compatible server: POST {base_url}/completions or /chat/completions."""
+    """An OpenAI-compatible server (``{base_url}/completions`` or ``/chat/completions``)
+    through the ``openai`` client: its timeout and retries with back-off. The key is
+    ``api_key``, else ``OPENAI_API_KEY``, else a placeholder (local servers ask for none)."""
 
     def __init__(
         self,
@@ -101,35 +101,34 @@ class ServerBackend:
         timeout: float = 60.0,
         retries: int = 2,
         max_tokens: int = 256,
+        api_key: str | None = None,
     ):
+        from openai import OpenAI
+
         self.url = base_url.rstrip("/") + ("/chat/completions" if api == "chat" else "/completions")
-        self.model, self.api, self.timeout = model, api, timeout
-        self.retries, self.max_tokens = retries, max_tokens
+        self.model, self.api, self.retries, self.max_tokens = model, api, retries, max_tokens
+        key = api_key or os.environ.get("OPENAI_API_KEY") or "unused"
+        self.client = OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=retries)
 
     def __call__(self, prompt: str) -> str:
-        body: dict[str, Any] = {
+        from openai import OpenAIError
+
+        settings: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,
             "temperature": 0,
         }
-        if self.api == "chat":
-            body["messages"] = [{"role": "user", "content": prompt}]
-        else:
-            body["prompt"] = prompt
-        request = urllib.request.Request(
-            self.url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-        )
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    reply = json.loads(response.read())
-                choice = reply["choices"][0]
-                return choice["message"]["content"] if self.api == "chat" else choice["text"]
-            except (urllib.error.URLError, TimeoutError, OSError, KeyError, ValueError) as exc:
-                last = exc
-                time.sleep(min(2.0**attempt * 0.5, 5.0))
-        raise ConnectionError(f"{self.url}: no answer after {self.retries + 1} tries ({last})")
+        try:
+            if self.api == "chat":
+                messages = [{"role": "user", "content": prompt}]
+                reply = self.client.chat.completions.create(messages=messages, **settings)
+                return reply.choices[0].message.content or ""
+            return self.client.completions.create(prompt=prompt, **settings).choices[0].text
+        except (OpenAIError, IndexError, AttributeError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+            raise ConnectionError(
+                f"{self.url}: no answer after {self.retries + 1} tries ({reason})"
+            ) from None
 
 
 class LocalBackend:

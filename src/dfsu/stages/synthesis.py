@@ -31,7 +31,7 @@ from dfsu.masks import encode_with_mask
 from dfsu.owner import Owner, as_owner
 from dfsu.pii import PiiRecord
 from dfsu.pii.annotators import OfflineAnnotator, drop_kept, read_keep_file
-from dfsu.pii.generator import PLACEHOLDER, fill_from_pool, load_templates
+from dfsu.pii.generator import fill_from_pool, load_templates, usable_templates
 from dfsu.pii.reader import parse_row
 from dfsu.pii.scoring import score_spans
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, pseudo_dir, read_jsonl
@@ -41,13 +41,7 @@ def make_candidates(owner: Owner, cfg: RunConfig) -> list[PiiRecord]:
     sc = cfg.synthesis
     pool = owner.swap_pool()
     templates = load_templates(sc.templates, sc.pii_types)
-    usable = {
-        k: v
-        for k, v in templates.items()
-        if all(pool.get(label) for label in PLACEHOLDER.findall(v))
-    }
-    if not usable:
-        raise DfsuError("synthesis: the swap pool holds no values for the shapes' labels")
+    usable = usable_templates(templates, pool, "synthesis")
     return fill_from_pool(pool, sc.swaps_per_template * len(usable), cfg.seed + 17, usable)
 
 
