@@ -37,6 +37,7 @@ from dfsu.rows import (
 from dfsu.rundir import atomic_write_json, create_run_dir, owner_only, pseudo_dir, save_config
 from dfsu.stage_runner import (
     READS,
+    EarlyTagger,
     Profile,
     Stages,
     run_stage,
@@ -102,6 +103,8 @@ def run_pipeline(
     keys["corpus"] = stage(
         "corpus", [], [run / "data" / "train.jsonl"], lambda c: build_corpus(c, run)
     )
+    # The tagger reads no model: its one-core training runs beside the target's.
+    early = EarlyTagger.start(cfg, run, stage, _needs_pseudo(rows))
     keys["target"] = stage(
         "target",
         stage_upstream(cfg, "target", keys),
@@ -122,7 +125,7 @@ def run_pipeline(
     )
     # Stages 1-3: pseudo-PII per source, one adapter per row; then every model's evaluation.
     owner = run_owner(run)
-    keys["tagger"] = tagger_stage(cfg, run, stage, _needs_pseudo(rows))
+    keys["tagger"] = tagger_stage(cfg, run, stage, _needs_pseudo(rows), early)
     sources = pseudo_stages(cfg, owner, stage, rows, keys)
     model_dirs = unlearn_stages(cfg, owner, stage, rows, keys)
     results = _evaluate_rows(cfg, run, stage, rows, keys, model_dirs, show_pii)

@@ -191,13 +191,7 @@ class Stages:
         reads = READS[kind]
         key = _key(upstream, {s: _section(self.cfg, s) for s in reads})
         entry = read_manifest(self.path).get("stages", {}).get(name, {})
-        forced = name in self.force or kind in self.force
-        if (
-            not forced
-            and entry.get("key") == key
-            and entry.get("status") == "done"
-            and all(p.exists() for p in outputs)
-        ):
+        if not self.due(name, upstream, outputs):
             info(f"[dim]{name}: up to date[/dim]")
             self.timings[name] = entry.get("seconds", 0.0)
             self.profile.reused(name)
@@ -222,6 +216,19 @@ class Stages:
         atomic_write_json(self.path, manifest)
         self.timings[name] = seconds
         return key
+
+    def due(self, name: str, upstream: list[Any], outputs: list[Path]) -> bool:
+        """Whether stage ``name`` would run: forced, its key changed, or an output missing."""
+        kind = name.split(":")[0]
+        key = _key(upstream, {s: _section(self.cfg, s) for s in READS[kind]})
+        entry = read_manifest(self.path).get("stages", {}).get(name, {})
+        return (
+            name in self.force
+            or kind in self.force
+            or entry.get("key") != key
+            or entry.get("status") != "done"
+            or not all(p.exists() for p in outputs)
+        )
 
 
 def stage_upstream(
@@ -303,23 +310,90 @@ def run_stage(
     stage(name, stage_upstream(cfg, name, keys, recipe), outputs, fn, sealed)
 
 
-def tagger_stage(cfg: RunConfig, run: Path, stage: Stages, pseudo: bool) -> str:
+def tagger_stage(
+    cfg: RunConfig, run: Path, stage: Stages, pseudo: bool, early: EarlyTagger | None = None
+) -> str:
     """The tagger the annotators use (pseudo-PII annotation when ``pseudo``, the leak
-    estimate): ``tagger.path`` as given, or trained into RUN/tagger; "" when no annotator
-    needs one."""
-    from dfsu.pii.tagger import train_tagger
-
-    annotate = pseudo and cfg.synthesis.annotator != "pattern"
-    if not annotate and not (cfg.leak.enabled and cfg.leak.annotator != "pattern"):
+    estimate): ``tagger.path`` as given, or trained into RUN/tagger (by ``early`` when it
+    was started beside the target); "" when no annotator needs one."""
+    if not _needs_tagger(cfg, pseudo):
         return ""
     if cfg.tagger.path:
         return _given_tagger_key(cfg)
-    return stage(
-        "tagger",
-        stage_upstream(cfg, "tagger", {}),
-        [run / "tagger" / "model.crfsuite"],
-        lambda c: train_tagger(c.tagger, run / "tagger"),
-    )
+    train = early.finish if early is not None else _train_run_tagger(run)
+    return stage("tagger", stage_upstream(cfg, "tagger", {}), _tagger_outputs(run), train)
+
+
+def _tagger_outputs(run: Path) -> list[Path]:
+    return [run / "tagger" / "model.crfsuite"]
+
+
+def _needs_tagger(cfg: RunConfig, pseudo: bool) -> bool:
+    annotate = pseudo and cfg.synthesis.annotator != "pattern"
+    return annotate or (cfg.leak.enabled and cfg.leak.annotator != "pattern")
+
+
+def _train_run_tagger(run: Path) -> Callable[[Any], Any]:
+    from dfsu.pii.tagger import train_tagger
+
+    return lambda c: train_tagger(c.tagger, run / "tagger")
+
+
+class EarlyTagger:
+    """The run's tagger trained in a child process while the target trains: the CRF reads
+    no model and runs on one core. Its messages are shown when the tagger stage collects it;
+    if the child failed, the stage trains the tagger again here, where the error reaches
+    the user as any stage's would."""
+
+    def __init__(self, cfg: RunConfig, run: Path):
+        import multiprocessing
+
+        self.run, self.log = run, run / "tagger.log"
+        self.process = multiprocessing.get_context("fork").Process(
+            target=_train_tagger_child, args=(cfg, run, self.log), daemon=True
+        )
+        self.process.start()
+
+    @classmethod
+    def start(cls, cfg: RunConfig, run: Path, stage: Stages, pseudo: bool) -> EarlyTagger | None:
+        """One started when the run would train its tagger and the platform can fork."""
+        import multiprocessing
+
+        if not _needs_tagger(cfg, pseudo) or cfg.tagger.path:
+            return None
+        if "fork" not in multiprocessing.get_all_start_methods():
+            return None
+        if not stage.due("tagger", stage_upstream(cfg, "tagger", {}), _tagger_outputs(run)):
+            return None
+        return cls(cfg, run)
+
+    def finish(self, view: Any) -> None:
+        self.process.join()
+        if self.log.is_file():
+            for line in self.log.read_text(encoding="utf-8").splitlines():
+                info(line)
+            self.log.unlink()
+        if self.process.exitcode != 0:
+            _train_run_tagger(self.run)(view)
+
+
+def _train_tagger_child(cfg: RunConfig, run: Path, log: Path) -> None:
+    """The child's work: the tagger behind the owner's boundary, its messages to ``log``."""
+    import os
+
+    from rich.console import Console
+
+    from dfsu import ui
+    from dfsu.pii.tagger import train_tagger
+
+    try:
+        with open(log, "w", encoding="utf-8") as out:
+            ui.console = Console(file=out, width=200, color_system=None)
+            with boundary([run / "data"], "tagger"):
+                train_tagger(cfg.tagger, run / "tagger")
+    except BaseException:  # the parent trains it again and reports the error
+        os._exit(1)
+    os._exit(0)
 
 
 def _given_tagger_key(cfg: RunConfig) -> str:
