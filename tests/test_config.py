@@ -89,3 +89,23 @@ def test_a_setting_at_its_neutral_value_stays_out_of_stage_keys():
     more = load_config("tiny", ["corpus.contact_records=4"])
     assert _section(more, "corpus")["contact_records"] == 4
     assert "num_documents" in _section(base, "corpus")  # ordinary settings always count
+
+
+def test_a_config_starts_from_its_base(tmp_path):
+    from dfsu.config import dump_config, load_config
+    from dfsu.errors import DfsuError
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("base: tiny\nseed: 7\ntarget:\n  epochs: 2\n")
+    cfg, tiny = load_config(str(mine)), load_config("tiny")
+    assert cfg.seed == 7 and cfg.target.epochs == 2
+    assert cfg.target.hidden_size == tiny.target.hidden_size  # the rest of the section kept
+    assert cfg.inverter == tiny.inverter
+    assert "\nbase:" not in "\n" + dump_config(cfg)
+    (tmp_path / "a.yaml").write_text("base: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(DfsuError, match="base configs form a loop"):
+        load_config(str(tmp_path / "a.yaml"))
+    (tmp_path / "c.yaml").write_text("base: [tiny]\n")
+    with pytest.raises(DfsuError, match="base must be a config name"):
+        load_config(str(tmp_path / "c.yaml"))

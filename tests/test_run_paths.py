@@ -100,7 +100,9 @@ def test_leftovers_of_a_dead_save_are_removed_by_the_next_command(tmp_path):
     assert remove_stale_temps(run) == []
 
 
-@pytest.mark.parametrize("stage", ["bogus", "unlearn:gaa", "synthesize:nope", "evaluate:"])
+@pytest.mark.parametrize(
+    "stage", ["bogus", "unlearn:gaa", "synthesize:nope", "evaluate:", "unlearn:original"]
+)
 def test_an_unknown_forced_stage_is_an_error(tmp_path, capsys, stage):
     from conftest import MICRO
 
@@ -116,6 +118,7 @@ def test_known_forced_stages_pass():
     from dfsu.pipeline import check_force
 
     check_force(["target", "unlearn:ga", "evaluate:dfsu-loop", "annotate:self", "unlearn"])
+    check_force(["evaluate:original", "evaluate:retrain", "retrain"])
 
 
 def test_rows_left_out_of_an_earlier_results_file_are_an_error(tmp_path, capsys):

@@ -151,7 +151,8 @@ def stage_names() -> list[str]:
     return [
         *READS,
         *(f"{kind}:{s}" for kind in ("synthesize", "annotate") for s in SOURCES),
-        *(f"{kind}:{r}" for kind in ("unlearn", "evaluate") for r in KNOWN_ROWS),
+        *(f"unlearn:{r}" for r in KNOWN_ROWS if r not in TRAINED),  # not original, retrain
+        *(f"evaluate:{r}" for r in KNOWN_ROWS),
     ]
 
 
@@ -163,7 +164,7 @@ def check_force(force: list[str]) -> None:
         shown = ", ".join(repr(f[:60]) for f in unknown[:5])
         raise DfsuError(
             f"--force: unknown stage {shown} (a stage: {', '.join(READS)}; or STAGE:SOURCE "
-            "for synthesize/annotate, STAGE:ROW for unlearn/evaluate)"
+            "for synthesize/annotate, STAGE:ROW for unlearn (an unlearned row) and evaluate)"
         )
 
 

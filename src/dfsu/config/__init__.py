@@ -231,21 +231,46 @@ def resolve_config_path(name: str) -> Path:
 
 
 def load_config(name: str | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Load a YAML config (or the defaults when name is None) and apply overrides."""
-    values: dict[str, Any] = {}
-    if name is not None:
-        path = resolve_config_path(name)
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise DfsuError(f"config: {path}: larger than {MAX_CONFIG_BYTES} bytes")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise DfsuError(f"config: {path}: not UTF-8 text") from None
-        values = load_yaml(text, str(path)) or {}
-        if not isinstance(values, dict):
-            raise DfsuError(f"config: {path}: top level must be a mapping")
+    """Load a YAML config (or the defaults when name is None) and apply overrides. A config
+    may start from another (``base: tiny``): its values over the base's, section by section."""
+    values = _read_config(name, []) if name is not None else {}
     values = apply_overrides(values, overrides or [])
     return _build(RunConfig, values, "")
+
+
+def _read_config(name: str, seen: list[Path]) -> dict[str, Any]:
+    path = resolve_config_path(name)
+    if path.resolve() in seen or len(seen) > 8:
+        chain = " -> ".join(p.name for p in [*seen, path])
+        raise DfsuError(f"config: {path}: base configs form a loop ({chain})")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise DfsuError(f"config: {path}: larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DfsuError(f"config: {path}: not UTF-8 text") from None
+    values = load_yaml(text, str(path)) or {}
+    if not isinstance(values, dict):
+        raise DfsuError(f"config: {path}: top level must be a mapping")
+    base = values.pop("base", None)
+    if base is None:
+        return values
+    if not isinstance(base, str):
+        raise DfsuError(f"config: {path}: base must be a config name or path, not {base!r}")
+    if not Path(base).is_absolute() and (path.parent / base).is_file():
+        base = str(path.parent / base)
+    return _merged(_read_config(base, [*seen, path.resolve()]), values)
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over``'s values over ``base``'s; sections (mappings) merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:
