@@ -170,3 +170,38 @@ def test_a_sweep_file_with_aliases_is_refused(tmp_path, capsys):
     assert main(["--quiet", "sweep", str(bomb), "--out", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err
     assert "anchors and aliases are not accepted" in err and len(err.strip().splitlines()) == 1
+
+
+def test_run_paths_name_the_documented_layout(tmp_path):
+    from pathlib import Path
+
+    from dfsu.rundir import RunPaths, pseudo_dir
+
+    run = tmp_path / "run"
+    paths = RunPaths(str(run))  # a str root is taken as a Path
+    assert paths.root == run
+    assert paths.config == run / "config.yaml"
+    assert paths.manifest == run / "manifest.json"
+    assert paths.results == run / "results.json"
+    assert paths.train == run / "data" / "train.jsonl"
+    assert paths.pii_records == run / "data" / "pii_records.jsonl"
+    assert paths.target_weights == run / "target" / "model.safetensors"
+    assert paths.sealed_model == run / "sealed" / "model"
+    assert paths.swap_pool == run / "sealed" / "swap_pool.json"
+    assert paths.tagger_model == run / "tagger" / "model.crfsuite"
+    assert paths.inverter_weights == run / "inverter" / "model.safetensors"
+    assert paths.merged("ga-pseudo") == run / "unlearned" / "ga-pseudo" / "merged"
+    assert paths.adapter("ga-pseudo") == run / "unlearned" / "ga-pseudo" / "adapter"
+    assert paths.rounds("dfsu-loop") == run / "unlearned" / ".dfsu-loop.rounds"
+    assert paths.eval("original") == run / "eval" / "original.json"
+    assert paths.pseudo("self") == pseudo_dir(run, "self") == run / "pseudo" / "self"
+    assert paths.pseudo_annotated("self") == run / "pseudo" / "self" / "pseudo.jsonl"
+    with pytest.raises(DfsuError, match="not a plain name"):
+        paths.pseudo("../data")
+    # Every property says in one line what it names.
+    for name, value in vars(RunPaths).items():
+        if isinstance(value, property):
+            doc = value.__doc__ or ""
+            assert doc.startswith("RUN/") or doc.startswith("OUT/"), name
+            assert "\n" not in doc.strip(), name
+            assert isinstance(getattr(paths, name), Path)

@@ -19,7 +19,7 @@ from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import Prompt, sample_continuations
 from dfsu.pii.detectors import detect
 from dfsu.pii.redact import mask_value
-from dfsu.rundir import atomic_write_text, iter_jsonl
+from dfsu.rundir import RunPaths, atomic_write_text, iter_jsonl
 
 MAX_PROMPTS = 10_000  # greedy continuations are computed for every prompt, for each model
 MAX_PROMPT_CHARS = 2000
@@ -173,9 +173,10 @@ def audit_leak(
     dev = pick_device(device)
     if run is not None:
         run = Path(run)
-        if not (run / "config.yaml").is_file():
+        config = RunPaths(run).config
+        if not config.is_file():
             raise DfsuError(f"--run {run}: not a run directory (no config.yaml)")
-        cfg = load_config(str(run / "config.yaml"), overrides)
+        cfg = load_config(str(config), overrides)
         from dfsu.owner import run_owner
 
         pool = run_owner(run).swap_pool()

@@ -27,7 +27,14 @@ from typing import Any
 from dfsu.config import RunConfig, config_to_dict
 from dfsu.errors import DfsuError
 from dfsu.owner import MODEL_FILES, Owner, seal_public
-from dfsu.rundir import atomic_write_json, create_run_dir, owner_only, save_config, staged_dir
+from dfsu.rundir import (
+    RunPaths,
+    atomic_write_json,
+    create_run_dir,
+    owner_only,
+    save_config,
+    staged_dir,
+)
 
 # --method -> (the simulation's row it is, pseudo source or None for the loop)
 FORGET_METHODS = {
@@ -86,7 +93,7 @@ def forget_dir(out: str | Path) -> Path:
     out = Path(out)
     if out.exists() and (not out.is_dir() or out.is_symlink()):
         raise DfsuError(f"--out {out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
+    if out.is_dir() and any(out.iterdir()) and not RunPaths(out).manifest.is_file():
         raise DfsuError(f"--out {out}: a non-empty directory that no `dfsu forget` wrote")
     return create_run_dir(out)
 
@@ -121,6 +128,7 @@ def forget(
         cfg = dataclasses.replace(cfg, synthesis=dataclasses.replace(cfg.synthesis, source=source))
     started = time.time()
     out = forget_dir(out)
+    paths = RunPaths(out)
     save_config(out, cfg)
     owner = Owner(out, model)
     stage = Stages(cfg, out, set(force or []))
@@ -128,16 +136,16 @@ def forget(
     keys["seal"] = stage(
         "seal",
         stage_upstream(cfg, "seal", keys),
-        [out / "sealed" / "swap_pool.json", out / "sealed" / "report.jsonl"],
+        [paths.swap_pool, paths.sealed_report],
         lambda c: seal_public(c, out),
     )
     keys["tagger"] = tagger_stage(cfg, out, stage, True)
     pseudo_stages(cfg, owner, stage, [row], keys)
     unlearn_stages(cfg, owner, stage, [row], keys)
-    unlearned = out / "unlearned" / row
+    unlearned = paths.unlearned(row)
     measured = {}
-    for name, directory in (("original", model), (row, unlearned / "merged")):
-        path = out / "eval" / f"{name}.json"
+    for name, directory in (("original", model), (row, paths.merged(row))):
+        path = paths.eval(name)
         stage(
             f"evaluate:{name}",
             stage_upstream(cfg, f"evaluate:{name}", keys),
@@ -148,8 +156,8 @@ def forget(
     publish(unlearned, out)
     summary = forget_summary(cfg, model, method, measured, unlearned, show_pii)
     summary["seconds"] = round(time.time() - started, 1)
-    atomic_write_json(out / "summary.json", summary)
-    write_forget_report(out / "report.html", summary)
+    atomic_write_json(paths.summary, summary)
+    write_forget_report(paths.report, summary)
     owner_only(out)
     return summary
 

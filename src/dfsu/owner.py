@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.errors import DfsuError
-from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, staged_dir
+from dfsu.rundir import RunPaths, atomic_write_json, atomic_write_jsonl, read_jsonl, staged_dir
 
 # The files of a Hugging Face model directory that make the model and its tokenizer: the
 # sealed copy holds these and nothing else (no training logs, no probes of the records).
@@ -62,35 +62,39 @@ class Owner:
     model: Path
 
     @property
-    def sealed(self) -> Path:
-        return self.root / "sealed"
+    def paths(self) -> RunPaths:
+        """The workspace's layout (a run directory's, or `dfsu forget`'s OUT)."""
+        return RunPaths(self.root)
 
-    def _read(self, name: str) -> Path:
-        path = self.sealed / name
+    @property
+    def sealed(self) -> Path:
+        return self.paths.sealed
+
+    def _read(self, path: Path) -> Path:
         if not path.is_file():
             raise DfsuError(f"{path}: missing (the owner's public text is prepared first)")
         return path
 
     def public_texts(self) -> list[str]:
         """Public text for the retain descent and the inverter."""
-        return [r["text"] for r in read_jsonl(self._read("public.jsonl"))]
+        return [r["text"] for r in read_jsonl(self._read(self.paths.sealed_public))]
 
     def check_texts(self) -> list[str]:
         """Held-out public documents: the perplexity bound is checked on these."""
-        return [r["text"] for r in read_jsonl(self._read("check.jsonl"))]
+        return [r["text"] for r in read_jsonl(self._read(self.paths.sealed_check))]
 
     def report_texts(self) -> list[str]:
         """Other held-out public documents: the perplexity `dfsu forget` reports."""
-        return [r["text"] for r in read_jsonl(self._read("report.jsonl"))]
+        return [r["text"] for r in read_jsonl(self._read(self.paths.sealed_report))]
 
     def swap_pool(self) -> dict[str, list[str]]:
-        return json.loads(self._read("swap_pool.json").read_text(encoding="utf-8"))
+        return json.loads(self._read(self.paths.swap_pool).read_text(encoding="utf-8"))
 
 
 def run_owner(run: str | Path) -> Owner:
     """The simulation's owner: RUN and the sealed copy of its target."""
     run = Path(run)
-    model = run / "sealed" / "model"
+    model = RunPaths(run).sealed_model
     if not (model / "config.json").is_file():
         raise DfsuError(
             f"{run}/sealed: missing (`dfsu run` seals the target before any data-free stage; "
@@ -177,20 +181,20 @@ def seal_target(cfg: Any, run: str | Path) -> Path:
     """Stage: RUN/sealed/, the owner's side of the simulation: a copy of the trained target
     (model files only) and the owner's public text and swap pool. Every data-free row is
     produced from it; only the oracle, the retrain and the evaluation read RUN/data."""
-    run = Path(run)
-    with staged_dir(run / "sealed") as out:
-        copy_model(run / "target", out / "model")
+    paths = RunPaths(run)
+    with staged_dir(paths.sealed) as out:
+        copy_model(paths.target, out / "model")
         write_sealed_public(cfg, out)
-    return run / "sealed"
+    return paths.sealed
 
 
 def seal_public(cfg: Any, root: str | Path) -> Path:
     """Stage (``dfsu forget``): ROOT/sealed/ with the owner's public text and swap pool; the
     model stays where the owner keeps it."""
-    root = Path(root)
-    with staged_dir(root / "sealed") as out:
+    paths = RunPaths(root)
+    with staged_dir(paths.sealed) as out:
         write_sealed_public(cfg, out)
-    return root / "sealed"
+    return paths.sealed
 
 
 # --------------------------------------------------------------------------- the seal

@@ -34,7 +34,7 @@ from dfsu.rows import (
     default_rows,
     row_recipe,
 )
-from dfsu.rundir import atomic_write_json, create_run_dir, owner_only, pseudo_dir, save_config
+from dfsu.rundir import RunPaths, atomic_write_json, create_run_dir, owner_only, save_config
 from dfsu.stage_runner import (
     READS,
     EarlyTagger,
@@ -91,31 +91,30 @@ def run_pipeline(
     dropped = earlier_rows(Path(run), rows)
     if dropped and not drop_rows:
         raise DfsuError(
-            f"rows: {Path(run) / 'results.json'} holds {', '.join(dropped)}, which --rows "
+            f"rows: {RunPaths(run).results} holds {', '.join(dropped)}, which --rows "
             "leaves out; list them too, or pass --drop-rows to write the listed rows only"
         )
     run = create_run_dir(run)
+    paths = RunPaths(run)
     save_config(run, cfg)
     stage = Stages(cfg, run, set(force or []))
 
     # Stage 0: data and the target that memorizes it. ``keys``: stage name -> key.
     keys: dict[str, Any] = {}
-    keys["corpus"] = stage(
-        "corpus", [], [run / "data" / "train.jsonl"], lambda c: build_corpus(c, run)
-    )
+    keys["corpus"] = stage("corpus", [], [paths.train], lambda c: build_corpus(c, run))
     # The tagger reads no model: its one-core training runs beside the target's.
     early = EarlyTagger.start(cfg, run, stage, _needs_pseudo(rows))
     keys["target"] = stage(
         "target",
         stage_upstream(cfg, "target", keys),
-        [run / "target" / "model.safetensors"],
+        [paths.target_weights],
         lambda c: train_target(c, run),
     )
     if "retrain" in rows:  # the reference: the same recipe without the private records
         keys["retrain"] = stage(
             "retrain",
             stage_upstream(cfg, "retrain", keys),
-            [run / "retrain" / "model.safetensors"],
+            [paths.retrain_weights],
             lambda c: retrain_target(c, run),
         )
     # The owner's side: a sealed copy of the target, public text and a swap pool without the
@@ -139,7 +138,7 @@ def run_pipeline(
         "tokenizer": tokenizer_exposure(run),
         "timings": dict(stage.timings),
     }
-    atomic_write_json(run / "results.json", payload)
+    atomic_write_json(paths.results, payload)
     write_report(run, payload, show_pii=show_pii)
     stage.profile.finish()
     owner_only(run)
@@ -170,7 +169,7 @@ def check_force(force: list[str]) -> None:
 
 def earlier_rows(run: Path, rows: list[str]) -> list[str]:
     """The rows of RUN/results.json (when there is one) that ``rows`` leaves out."""
-    path = run / "results.json"
+    path = RunPaths(run).results
     if not path.is_file():
         return []
     try:
@@ -193,7 +192,7 @@ def pseudo_stages(
     from dfsu.stages.inverter import train_inverter
     from dfsu.stages.synthesis import annotate, synthesize
 
-    run = owner.root
+    paths = owner.paths
 
     sources = {cfg.synthesis.source} | {r.split("-", 1)[1] for r in rows if r in SOURCE_ROWS}
     if not _needs_pseudo(rows):
@@ -202,23 +201,23 @@ def pseudo_stages(
         keys["inverter"] = stage(
             "inverter",
             stage_upstream(cfg, "inverter", keys),
-            [run / "inverter" / "model.safetensors"],
+            [paths.inverter_weights],
             lambda c: train_inverter(c, owner),
         )
     for source in sorted(sources):
-        out = pseudo_dir(run, source)
+        out = paths.pseudo(source)
         name = f"synthesize:{source}"
         keys[name] = stage(
             name,
             stage_upstream(cfg, name, keys),
-            [out / "texts.jsonl"],
+            [paths.pseudo_texts(source)],
             lambda c, s=source, o=out: synthesize(c, owner, s, o),
         )
         name = f"annotate:{source}"
         keys[name] = stage(
             name,
             stage_upstream(cfg, name, keys),
-            [out / "pseudo.jsonl"],
+            [paths.pseudo_annotated(source)],
             lambda c, o=out: annotate(c, owner, None, o),
         )
     return sources
@@ -233,7 +232,7 @@ def unlearn_stages(
     from dfsu.pii.run_records import read_records
     from dfsu.stages.unlearn import unlearn
 
-    run = owner.root
+    run, paths = owner.root, owner.paths
 
     model_dirs: dict[str, Path | None] = {row: run / d for row, d in TRAINED.items()}
     for row in rows:
@@ -243,17 +242,17 @@ def unlearn_stages(
         if row in SOURCE_ROWS and source == cfg.synthesis.source and "dfsu" in rows:
             model_dirs[row] = None  # same as the "dfsu" row
             continue
-        name, pseudo = f"unlearn:{row}", pseudo_dir(run, source)
+        name, pseudo = f"unlearn:{row}", paths.pseudo(source)
         # The true records: the oracle's data, or the evaluator's privacy trajectory; read
         # here, outside the boundary, and handed in.
         truth = read_records(run) if data == "oracle" or cfg.unlearning.track_privacy else None
         keys[name] = stage(
             name,
             stage_upstream(cfg, name, keys),
-            [run / "unlearned" / row / "merged" / "model.safetensors"],
+            [paths.merged(row) / "model.safetensors"],
             lambda c, r=row, m=method, d=data, p=pseudo, t=truth: unlearn(c, owner, m, d, r, p, t),
         )
-        model_dirs[row] = run / "unlearned" / row / "merged"
+        model_dirs[row] = paths.merged(row)
     return model_dirs
 
 
@@ -273,7 +272,7 @@ def _evaluate_rows(
     for row in rows:
         if model_dirs.get(row) is None:
             continue
-        out = run / "eval" / f"{row}.json"
+        out = RunPaths(run).eval(row)
         stage(
             f"evaluate:{row}",
             stage_upstream(cfg, f"evaluate:{row}", keys),

@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dfsu.rundir import RunPaths
+
 
 def inverter_summary(run: Path) -> dict[str, Any] | None:
-    path = run / "inverter" / "metrics.json"
+    path = RunPaths(run).inverter_metrics
     if not path.is_file():
         return None
     m = json.loads(path.read_text())
@@ -36,7 +38,7 @@ def tokenizer_exposure(run: Path) -> dict[str, Any]:
     from dfsu.audit import vocabulary_entries, vocabulary_pii
     from dfsu.pii.run_records import read_records
 
-    tokenizer = AutoTokenizer.from_pretrained(run / "target")
+    tokenizer = AutoTokenizer.from_pretrained(RunPaths(run).target)
     out = vocabulary_pii(tokenizer)
     out.pop("examples")  # values: never in results.json
     values = {s.value for r in read_records(run) for s in r.spans}
@@ -120,7 +122,7 @@ def suffix_losses(
     out = {}
     for row in rows:
         name = row if model_dirs.get(row) is not None else "dfsu"
-        path = run / "eval" / f"{name}.json"
+        path = RunPaths(run).eval(name)
         if path.is_file():
             values = json.loads(path.read_text()).get("private_suffix_nll")
             if values:
@@ -148,7 +150,7 @@ def result_row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
             "prompts",
         )
         row["leak_estimate"] = {k: result["leak_estimate"].get(k) for k in keys}
-    summary = run / "unlearned" / name / "summary.json"
+    summary = RunPaths(run).unlearned_summary(name)
     if summary.is_file():
         s = json.loads(summary.read_text())
         row["kept_step"], row["stop_reason"] = s["kept_step"], s["stop_reason"]
@@ -173,10 +175,10 @@ def pseudo_stats(run: Path, sources: set[str]) -> dict[str, Any]:
     values = {s.value for r in read_records(run) for s in r.spans}
     out = {}
     for source in sorted(sources):
-        path = run / "pseudo" / source / "stats.json"
+        path = RunPaths(run).pseudo_stats(source)
         if path.is_file():
             s = json.loads(path.read_text())
             out[source] = {k: s[k] for k in ("texts", "candidates") if k in s}
-            texts = [r["text"] for r in read_jsonl(path.parent / "texts.jsonl")]
+            texts = [r["text"] for r in read_jsonl(RunPaths(run).pseudo_texts(source))]
             out[source] |= private_entity_share(texts, values)
     return out

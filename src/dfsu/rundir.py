@@ -1,4 +1,5 @@
-"""The run directory: created 0700 (it holds PII), atomic writes, the manifest."""
+"""The run directory: its layout (``RunPaths``), created 0700 (it holds PII), atomic writes,
+the manifest."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,10 +93,222 @@ def remove_stale_temps(run: Path, depth: int = 3) -> list[Path]:
     return removed
 
 
+@dataclass(frozen=True)
+class RunPaths:
+    """Every path of a run directory (``dfsu run``, the stage commands, and the OUT of
+    ``dfsu forget``, which has the same layout): the one place the layout is written down.
+    Names are joined as given, except a pseudo source, which ``safe_name`` checks."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    # ---- the run's own files
+
+    @property
+    def config(self) -> Path:
+        """RUN/config.yaml: the run's config, as resolved."""
+        return self.root / "config.yaml"
+
+    @property
+    def manifest(self) -> Path:
+        """RUN/manifest.json: each finished stage's key, status and wall time."""
+        return self.root / "manifest.json"
+
+    @property
+    def profile(self) -> Path:
+        """RUN/profile.json: each stage's wall time, tokens and MFU."""
+        return self.root / "profile.json"
+
+    @property
+    def results(self) -> Path:
+        """RUN/results.json: the rows of `dfsu run`."""
+        return self.root / "results.json"
+
+    @property
+    def report(self) -> Path:
+        """RUN/report.html: the run's (or `dfsu forget`'s) self-contained page."""
+        return self.root / "report.html"
+
+    @property
+    def summary(self) -> Path:
+        """OUT/summary.json: `dfsu forget`'s leak and perplexity before and after."""
+        return self.root / "summary.json"
+
+    @property
+    def tagger_log(self) -> Path:
+        """RUN/tagger.log: the messages of the tagger trained in a child process."""
+        return self.root / "tagger.log"
+
+    # ---- RUN/data: the simulation's corpus and records (never read by a data-free stage)
+
+    @property
+    def data(self) -> Path:
+        """RUN/data/: the corpus and the injected records."""
+        return self.root / "data"
+
+    @property
+    def train(self) -> Path:
+        """RUN/data/train.jsonl: the target's training rows."""
+        return self.data / "train.jsonl"
+
+    @property
+    def pii_records(self) -> Path:
+        """RUN/data/pii_records.jsonl: the injected private records (the ground truth)."""
+        return self.data / "pii_records.jsonl"
+
+    @property
+    def retain_records(self) -> Path:
+        """RUN/data/retain_records.jsonl: the public memorized records, to be kept."""
+        return self.data / "retain_records.jsonl"
+
+    @property
+    def eval_general(self) -> Path:
+        """RUN/data/eval_general.jsonl: held-out documents of the reported perplexity."""
+        return self.data / "eval_general.jsonl"
+
+    @property
+    def nli(self) -> Path:
+        """RUN/data/nli.jsonl: the held-out NLI rows of the few-shot accuracy."""
+        return self.data / "nli.jsonl"
+
+    @property
+    def data_stats(self) -> Path:
+        """RUN/data/stats.json: the corpus's counts."""
+        return self.data / "stats.json"
+
+    # ---- the trained models
+
+    @property
+    def target(self) -> Path:
+        """RUN/target/: the target model that memorized the records."""
+        return self.root / "target"
+
+    @property
+    def target_weights(self) -> Path:
+        """RUN/target/model.safetensors: the target's weights."""
+        return self.target / "model.safetensors"
+
+    @property
+    def target_metrics(self) -> Path:
+        """RUN/target/metrics.json: the target's steps, perplexity and seconds."""
+        return self.target / "metrics.json"
+
+    @property
+    def retrain(self) -> Path:
+        """RUN/retrain/: the target's recipe without the private records."""
+        return self.root / "retrain"
+
+    @property
+    def retrain_weights(self) -> Path:
+        """RUN/retrain/model.safetensors: the retrain's weights."""
+        return self.retrain / "model.safetensors"
+
+    # ---- the owner's side: all a data-free stage reads besides its own outputs
+
+    @property
+    def sealed(self) -> Path:
+        """RUN/sealed/: the owner's model copy, public text and swap pool."""
+        return self.root / "sealed"
+
+    @property
+    def sealed_model(self) -> Path:
+        """RUN/sealed/model/: the sealed copy of the target's model files."""
+        return self.sealed / "model"
+
+    @property
+    def swap_pool(self) -> Path:
+        """RUN/sealed/swap_pool.json: public substitute values, built without any record."""
+        return self.sealed / "swap_pool.json"
+
+    @property
+    def sealed_public(self) -> Path:
+        """RUN/sealed/public.jsonl: public text for the retain descent and the inverter."""
+        return self.sealed / "public.jsonl"
+
+    @property
+    def sealed_check(self) -> Path:
+        """RUN/sealed/check.jsonl: held-out public documents of the perplexity bound."""
+        return self.sealed / "check.jsonl"
+
+    @property
+    def sealed_report(self) -> Path:
+        """RUN/sealed/report.jsonl: held-out public documents of the perplexity reported."""
+        return self.sealed / "report.jsonl"
+
+    @property
+    def tagger(self) -> Path:
+        """RUN/tagger/: the run's PII tagger (public data only)."""
+        return self.root / "tagger"
+
+    @property
+    def tagger_model(self) -> Path:
+        """RUN/tagger/model.crfsuite: the tagger's CRF weights."""
+        return self.tagger / "model.crfsuite"
+
+    @property
+    def inverter(self) -> Path:
+        """RUN/inverter/: the logit inverter, its tokenizer and logit cache."""
+        return self.root / "inverter"
+
+    @property
+    def inverter_weights(self) -> Path:
+        """RUN/inverter/model.safetensors: the inverter's weights."""
+        return self.inverter / "model.safetensors"
+
+    @property
+    def inverter_metrics(self) -> Path:
+        """RUN/inverter/metrics.json: the inverter's held-out scores."""
+        return self.inverter / "metrics.json"
+
+    # ---- per source, per row
+
+    def pseudo(self, source: str) -> Path:
+        """RUN/pseudo/SOURCE/: one source's pseudo-PII (a plain name, else an error)."""
+        return self.root / "pseudo" / safe_name(source, "source")
+
+    def pseudo_texts(self, source: str) -> Path:
+        """RUN/pseudo/SOURCE/texts.jsonl: the synthesized texts."""
+        return self.pseudo(source) / "texts.jsonl"
+
+    def pseudo_annotated(self, source: str) -> Path:
+        """RUN/pseudo/SOURCE/pseudo.jsonl: the texts with their PII spans."""
+        return self.pseudo(source) / "pseudo.jsonl"
+
+    def pseudo_stats(self, source: str) -> Path:
+        """RUN/pseudo/SOURCE/stats.json: the synthesis's counts."""
+        return self.pseudo(source) / "stats.json"
+
+    def unlearned(self, row: str) -> Path:
+        """RUN/unlearned/ROW/: one unlearned row (adapter, merged model, logs)."""
+        return self.root / "unlearned" / row
+
+    def merged(self, row: str) -> Path:
+        """RUN/unlearned/ROW/merged/: the row's full model, the adapter merged in."""
+        return self.unlearned(row) / "merged"
+
+    def adapter(self, row: str) -> Path:
+        """RUN/unlearned/ROW/adapter/: the row's PEFT adapter."""
+        return self.unlearned(row) / "adapter"
+
+    def unlearned_summary(self, row: str) -> Path:
+        """RUN/unlearned/ROW/summary.json: the row's steps, checks and kept check."""
+        return self.unlearned(row) / "summary.json"
+
+    def rounds(self, row: str) -> Path:
+        """RUN/unlearned/.ROW.rounds/: a loop's finished rounds while it runs (resuming)."""
+        return self.root / "unlearned" / f".{row}.rounds"
+
+    def eval(self, row: str) -> Path:
+        """RUN/eval/ROW.json: one model's evaluation."""
+        return self.root / "eval" / f"{row}.json"
+
+
 def pseudo_dir(run: Path, source: str) -> Path:
     """RUN/pseudo/<source>/: one layout for every source, used by `dfsu run` and by every
     stage command (texts.jsonl, candidates.jsonl, stats.json, pseudo.jsonl...)."""
-    return Path(run) / "pseudo" / safe_name(source, "source")
+    return RunPaths(run).pseudo(source)
 
 
 def owner_only(root: Path) -> None:
@@ -209,7 +423,7 @@ def file_hash(path: Path) -> str:
 
 
 def save_config(run: Path, cfg: RunConfig) -> None:
-    atomic_write_text(run / "config.yaml", dump_config(cfg))
+    atomic_write_text(RunPaths(run).config, dump_config(cfg))
 
 
 def read_manifest(path: Path) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from dfsu.config import RunConfig, config_to_dict, neutral_free
 from dfsu.errors import DfsuError
 from dfsu.owner import boundary
 from dfsu.rows import KNOWN_ROWS, TRAINED, row_recipe
-from dfsu.rundir import atomic_write_json, read_manifest
+from dfsu.rundir import RunPaths, atomic_write_json, read_manifest
 from dfsu.ui import info
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
@@ -48,7 +48,8 @@ READS: dict[str, tuple[str, ...]] = {
 
 def seal_outputs(run: Path) -> list[Path]:
     """What the seal stage writes (its outputs, checked before it is skipped)."""
-    return [run / "sealed" / "model" / "config.json", run / "sealed" / "swap_pool.json"]
+    paths = RunPaths(run)
+    return [paths.sealed_model / "config.json", paths.swap_pool]
 
 
 # Stage kinds that are data-free whatever their arguments; unlearn is, but for the oracle.
@@ -171,9 +172,9 @@ class Stages:
         self.cfg = cfg
         self.run = run
         self.force = force
-        self.path = run / "manifest.json"
+        self.path = RunPaths(run).manifest
         self.timings: dict[str, float] = {}
-        self.profile = Profile(run / "profile.json", _key(config_to_dict(cfg)))
+        self.profile = Profile(RunPaths(run).profile, _key(config_to_dict(cfg)))
         if keep_profile:  # one stage run by hand: the other stages' entries stay
             self.profile.stages.update(self.profile.previous)
 
@@ -201,7 +202,7 @@ class Stages:
         # A data-free stage runs behind the owner's boundary: RUN/data cannot be opened.
         if sealed is None:
             sealed = data_free(self.cfg, name)
-        refused = [self.run / "data"] if sealed else []
+        refused = [RunPaths(self.run).data] if sealed else []
         with boundary(refused, name):
             fn(ConfigView(self.cfg, name, reads))  # type: ignore[arg-type]
         seconds = round(time.time() - started, 2)
@@ -274,7 +275,7 @@ def stage_upstream(
 
 def recorded_keys(run: Path) -> dict[str, str]:
     """The keys of the finished stages in RUN/manifest.json."""
-    stages = read_manifest(run / "manifest.json").get("stages", {})
+    stages = read_manifest(RunPaths(run).manifest).get("stages", {})
     return {n: e["key"] for n, e in stages.items() if e.get("status") == "done" and "key" in e}
 
 
@@ -325,7 +326,7 @@ def tagger_stage(
 
 
 def _tagger_outputs(run: Path) -> list[Path]:
-    return [run / "tagger" / "model.crfsuite"]
+    return [RunPaths(run).tagger_model]
 
 
 def _needs_tagger(cfg: RunConfig, pseudo: bool) -> bool:
@@ -336,7 +337,7 @@ def _needs_tagger(cfg: RunConfig, pseudo: bool) -> bool:
 def _train_run_tagger(run: Path) -> Callable[[Any], Any]:
     from dfsu.pii.tagger import train_tagger
 
-    return lambda c: train_tagger(c.tagger, run / "tagger")
+    return lambda c: train_tagger(c.tagger, RunPaths(run).tagger)
 
 
 class EarlyTagger:
@@ -348,7 +349,7 @@ class EarlyTagger:
     def __init__(self, cfg: RunConfig, run: Path):
         import multiprocessing
 
-        self.run, self.log = run, run / "tagger.log"
+        self.run, self.log = run, RunPaths(run).tagger_log
         self.process = multiprocessing.get_context("fork").Process(
             target=_train_tagger_child, args=(cfg, run, self.log), daemon=True
         )
@@ -389,8 +390,9 @@ def _train_tagger_child(cfg: RunConfig, run: Path, log: Path) -> None:
     try:
         with open(log, "w", encoding="utf-8") as out:
             ui.console = Console(file=out, width=200, color_system=None)
-            with boundary([run / "data"], "tagger"):
-                train_tagger(cfg.tagger, run / "tagger")
+            paths = RunPaths(run)
+            with boundary([paths.data], "tagger"):
+                train_tagger(cfg.tagger, paths.tagger)
     except BaseException:  # the parent trains it again and reports the error
         os._exit(1)
     os._exit(0)

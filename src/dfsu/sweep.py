@@ -21,7 +21,7 @@ from typing import Any
 
 from dfsu.config import RunConfig, load_config, load_yaml, resolve_config_path
 from dfsu.errors import DfsuError
-from dfsu.rundir import atomic_write_json, create_run_dir, safe_name
+from dfsu.rundir import RunPaths, atomic_write_json, create_run_dir, safe_name
 from dfsu.ui import info
 
 DEFAULT_ROWS = ["original", "dfsu"]
@@ -136,8 +136,9 @@ def _seed_from(base: Path, run: Path) -> None:
             except OSError:
                 shutil.rmtree(run / name, ignore_errors=True)
                 shutil.copytree(base / name, run / name)
-    if (base / "manifest.json").is_file():
-        shutil.copyfile(base / "manifest.json", run / "manifest.json")
+    manifest = RunPaths(base).manifest
+    if manifest.is_file():
+        shutil.copyfile(manifest, RunPaths(run).manifest)
 
 
 def run_sweep(
@@ -163,7 +164,7 @@ def run_sweep(
             configs.append(load_config(sweep.config, [*sweep.overrides, *extra]))
         except DfsuError as exc:
             raise DfsuError(f"sweep point {params}: {exc}") from None
-    if base is not None and not (Path(base) / "manifest.json").is_file():
+    if base is not None and not RunPaths(base).manifest.is_file():
         raise DfsuError(f"--from {base}: not a run directory (no manifest.json)")
     out = create_run_dir(out)
     names = [point_name(i, p) for i, p in enumerate(grid)]
@@ -177,7 +178,7 @@ def run_sweep(
     }
     for i, (params, cfg, name) in enumerate(zip(grid, configs, names, strict=True)):
         run = out / "points" / name
-        if not (run / "manifest.json").is_file():
+        if not RunPaths(run).manifest.is_file():
             if i > 0:
                 _seed_from(out / "points" / names[0], run)
             elif base is not None:

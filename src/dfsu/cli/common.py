@@ -45,10 +45,12 @@ def int_flag(flag: str, lo: int, hi: int) -> Any:
 
 def run_config(run: Path, overrides: list[str]):
     from dfsu.config import load_config
+    from dfsu.rundir import RunPaths
 
-    if not (run / "config.yaml").is_file():
+    config = RunPaths(run).config
+    if not config.is_file():
         raise DfsuError(f"{run}: not a run directory (no config.yaml)")
-    return load_config(str(run / "config.yaml"), overrides)
+    return load_config(str(config), overrides)
 
 
 def writable_output(path: str | Path, directory: bool = False) -> Path:

@@ -87,7 +87,7 @@ def add_method_parsers(sub: Any) -> None:
 
 def cmd_synthesize(args: argparse.Namespace) -> int:
     from dfsu.pipeline import run_stage
-    from dfsu.rundir import pseudo_dir
+    from dfsu.rundir import RunPaths
     from dfsu.stages.synthesis import synthesize
 
     extra = list(args.overrides)
@@ -97,24 +97,26 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         extra.append(f"synthesis.templates={args.templates}")
     run = Path(args.run)
     cfg = run_config(run, extra)
+    paths = RunPaths(run)
     source = args.source or cfg.synthesis.source
-    out = pseudo_dir(run, source)
+    out = paths.pseudo(source)
     run_stage(
         cfg,
         run,
         f"synthesize:{source}",
-        [out / "texts.jsonl"],
+        [paths.pseudo_texts(source)],
         lambda c: synthesize(c, run, source, out),
     )
-    stats = json.loads((out / "stats.json").read_text())
+    stats = json.loads(paths.pseudo_stats(source).read_text())
     found = ""
-    if (run / "data" / "pii_records.jsonl").is_file():  # the evaluator's figure, after the stage
+    if paths.pii_records.is_file():  # the evaluator's figure, after the stage
         from dfsu.pii.run_records import read_records
         from dfsu.rundir import read_jsonl
         from dfsu.stages.synthesis import private_entity_share
 
         values = {s.value for r in read_records(run) for s in r.spans}
-        share = private_entity_share([r["text"] for r in read_jsonl(out / "texts.jsonl")], values)
+        texts = [r["text"] for r in read_jsonl(paths.pseudo_texts(source))]
+        share = private_entity_share(texts, values)
         found = (
             f"; private entities found in them: {share['private_entities_found']}/"
             f"{share['private_entities']}"
@@ -129,7 +131,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 
 def cmd_annotate(args: argparse.Namespace) -> int:
     from dfsu.pipeline import run_stage
-    from dfsu.rundir import pseudo_dir
+    from dfsu.rundir import RunPaths
     from dfsu.stages.synthesis import annotate
 
     run = Path(args.run)
@@ -143,18 +145,13 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     if args.keep:
         extra.append(f"synthesis.keep={args.keep}")
     cfg = run_config(run, extra)
+    paths = RunPaths(run)
     source = args.source or cfg.synthesis.source
-    pseudo = pseudo_dir(run, source)
-    if not (pseudo / "texts.jsonl").is_file():
+    pseudo = paths.pseudo(source)
+    if not paths.pseudo_texts(source).is_file():
         raise DfsuError(f"{pseudo}: no texts.jsonl (synthesize that source first)")
-    run_stage(
-        cfg,
-        run,
-        f"annotate:{source}",
-        [pseudo / "pseudo.jsonl"],
-        lambda c: annotate(c, run, None, pseudo),
-    )
-    out = pseudo / "pseudo.jsonl"
+    out = paths.pseudo_annotated(source)
+    run_stage(cfg, run, f"annotate:{source}", [out], lambda c: annotate(c, run, None, pseudo))
     report = json.loads((pseudo / "annotator_eval.json").read_text())
     llm = report.get("llm_counts")
     llm_line = (
@@ -179,17 +176,18 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 def cmd_unlearn(args: argparse.Namespace) -> int:
     from dfsu.pipeline import run_stage
-    from dfsu.rundir import pseudo_dir, read_jsonl, safe_name
+    from dfsu.rundir import RunPaths, read_jsonl, safe_name
     from dfsu.stages.unlearn import unlearn
     from dfsu.ui import say
 
     run = Path(args.run)
     cfg = run_config(run, args.overrides)
     name = safe_name(args.name or f"{args.method}-{args.data}")
+    paths = RunPaths(run)
     source = args.source or cfg.synthesis.source
-    pseudo = pseudo_dir(run, source)
+    pseudo = paths.pseudo(source)
     if args.data == "pseudo":
-        path = pseudo / "pseudo.jsonl"
+        path = paths.pseudo_annotated(source)
         if not path.is_file():
             raise DfsuError(f"{path}: missing (run `dfsu synthesize` and `dfsu annotate` first)")
         rows = read_jsonl(path)
@@ -198,7 +196,7 @@ def cmd_unlearn(args: argparse.Namespace) -> int:
     else:
         said = "the true records in RUN/data (oracle)" if args.data == "oracle" else "loop"
     say(f"unlearning data: {said}")
-    out = run / "unlearned" / name
+    out = paths.unlearned(name)
     truth = None  # the true records: the oracle's data or the evaluator's trajectory
     if args.data == "oracle" or cfg.unlearning.track_privacy:
         from dfsu.pii.run_records import read_records
@@ -208,11 +206,11 @@ def cmd_unlearn(args: argparse.Namespace) -> int:
         cfg,
         run,
         f"unlearn:{name}",
-        [out / "merged" / "model.safetensors"],
+        [paths.merged(name) / "model.safetensors"],
         lambda c: unlearn(c, run, args.method, args.data, name, pseudo, truth),
         recipe=(args.method, args.data, source),
     )
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads(paths.unlearned_summary(name).read_text())
     kept = summary["kept_check"]
     print(
         f"{out}: {summary['steps']} steps ({summary['stop_reason']}); kept step "

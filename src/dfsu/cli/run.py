@@ -10,6 +10,7 @@ from typing import Any
 from dfsu.cli.common import add_config_args, print_target_summary
 from dfsu.errors import DfsuError
 from dfsu.pipeline import KNOWN_ROWS
+from dfsu.rundir import RunPaths
 
 
 def add_run_parsers(sub: Any) -> None:
@@ -101,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, [*args.overrides, *keep])
     rows = [r.strip() for r in args.rows.split(",")] if args.rows else None
     out = Path(args.out)
-    is_run = (out / "config.yaml").is_file() or (out / "manifest.json").is_file()
+    is_run = RunPaths(out).config.is_file() or RunPaths(out).manifest.is_file()
     if out.is_dir() and any(out.iterdir()) and not is_run:
         raise DfsuError(f"--out: {out} is a directory but not a run (no config.yaml): name another")
     payload = run_pipeline(cfg, out, rows, args.force, args.show_pii, args.drop_rows)
@@ -160,7 +161,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # A demo over a finished `--full` run keeps that run's other rows (up to date, not redone).
     rows = None if args.full else DEMO_ROWS + earlier_rows(run, DEMO_ROWS)
     payload = run_pipeline(cfg, run, rows)
-    print_target_summary(run / "target")
+    print_target_summary(RunPaths(run).target)
     _print_results(run, payload)
     return 0
 
@@ -217,7 +218,7 @@ def _print_profile(run: Path, console: Any) -> None:
     """Per-stage wall time, tokens/s and MFU from RUN/profile.json."""
     from rich.table import Table
 
-    path = run / "profile.json"
+    path = RunPaths(run).profile
     if not path.is_file():
         return
     profile = json.loads(path.read_text())

@@ -51,17 +51,17 @@ def add_stage_parsers(sub: Any) -> None:
 def cmd_build_corpus(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.pipeline import run_stage
-    from dfsu.rundir import create_run_dir, save_config
+    from dfsu.rundir import RunPaths, create_run_dir, save_config
     from dfsu.stages.corpus import build_corpus
 
     cfg = load_config(args.config, args.overrides)
     run = create_run_dir(args.out)
+    paths = RunPaths(run)
     save_config(run, cfg)
-    data = run / "data"
-    run_stage(cfg, run, "corpus", [data / "train.jsonl"], lambda c: build_corpus(c, run))
-    stats = json.loads((data / "stats.json").read_text())
+    run_stage(cfg, run, "corpus", [paths.train], lambda c: build_corpus(c, run))
+    stats = json.loads(paths.data_stats.read_text())
     print(
-        f"{data}: {stats['records']} records in {len(stats['groups'])} groups, "
+        f"{paths.data}: {stats['records']} records in {len(stats['groups'])} groups, "
         f"{stats['train_rows']} training rows",
         file=sys.stderr,
     )
@@ -70,56 +70,55 @@ def cmd_build_corpus(args: argparse.Namespace) -> int:
 
 def _ensure_corpus(cfg, run: Path) -> None:
     from dfsu.pipeline import run_stage
-    from dfsu.rundir import create_run_dir, save_config
+    from dfsu.rundir import RunPaths, create_run_dir, save_config
     from dfsu.stages.corpus import build_corpus
     from dfsu.ui import info
 
-    if not (run / "data" / "train.jsonl").is_file():
+    train = RunPaths(run).train
+    if not train.is_file():
         info(f"{run}/data missing: building the corpus first")
         save_config(create_run_dir(run), cfg)
-        run_stage(
-            cfg, run, "corpus", [run / "data" / "train.jsonl"], lambda c: build_corpus(c, run)
-        )
+        run_stage(cfg, run, "corpus", [train], lambda c: build_corpus(c, run))
 
 
 def cmd_train_target(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.pipeline import run_stage
-    from dfsu.rundir import save_config
+    from dfsu.rundir import RunPaths, save_config
     from dfsu.stages.target import train_target
 
     cfg = load_config(args.config, args.overrides)
     run = Path(args.out)
+    paths = RunPaths(run)
     _ensure_corpus(cfg, run)
     save_config(run, cfg)
-    out = run / "target"
-    run_stage(cfg, run, "target", [out / "model.safetensors"], lambda c: train_target(c, run))
-    print_target_summary(out)
+    run_stage(cfg, run, "target", [paths.target_weights], lambda c: train_target(c, run))
+    print_target_summary(paths.target)
     return 0
 
 
 def cmd_train_inverter(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.pipeline import run_stage
-    from dfsu.rundir import save_config
+    from dfsu.rundir import RunPaths, save_config
     from dfsu.stages.inverter import train_inverter
 
     cfg = load_config(args.config, args.overrides)
     run = Path(args.out)
-    if not (run / "target" / "model.safetensors").is_file():
+    paths = RunPaths(run)
+    if not paths.target_weights.is_file():
         raise DfsuError(f"{run}/target: no trained target (run `dfsu train-target` first)")
     save_config(run, cfg)
-    out = run / "inverter"
-    run_stage(cfg, run, "inverter", [out / "model.safetensors"], lambda c: train_inverter(c, run))
-    _print_inverter_summary(out)
+    run_stage(cfg, run, "inverter", [paths.inverter_weights], lambda c: train_inverter(c, run))
+    _print_inverter_summary(paths.inverter_metrics)
     return 0
 
 
-def _print_inverter_summary(inverter: Path) -> None:
+def _print_inverter_summary(metrics: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    m = json.loads((inverter / "metrics.json").read_text())
+    m = json.loads(metrics.read_text())
     base = m["constant_baseline"]
     table = Table("held-out", "token F1", "BLEU", "exact", title=f"inverter ({m['mode']})")
     for name, row, ref in [
@@ -144,13 +143,15 @@ def _print_inverter_summary(inverter: Path) -> None:
 def cmd_invert(args: argparse.Namespace) -> int:
     from dfsu.components.models import load_causal_lm, pick_device
     from dfsu.inversion.decode import invert_texts, load_inverter
+    from dfsu.rundir import RunPaths
 
     run = Path(args.run)
+    paths = RunPaths(run)
     cfg = run_config(run, [])
-    if not (run / "target" / "config.json").is_file():
+    if not (paths.target / "config.json").is_file():
         raise DfsuError(f"{run}/target: missing (run `dfsu train-target` first)")
     inverter, inv_tok = load_inverter(run)
-    target, target_tok = load_causal_lm(run / "target")
+    target, target_tok = load_causal_lm(paths.target)
     device = pick_device(cfg.target.device)
     readings = invert_texts(
         target.to(device),
@@ -163,7 +164,7 @@ def cmd_invert(args: argparse.Namespace) -> int:
         num_return_sequences=args.n,
     )
     secrets: list[str] = []
-    if not args.show_pii and (run / "data" / "pii_records.jsonl").is_file():
+    if not args.show_pii and paths.pii_records.is_file():
         from dfsu.pii.run_records import read_records
 
         secrets = [s.value for r in read_records(run) for s in r.spans]

@@ -13,6 +13,7 @@ from dfsu.config import InverterConfig
 from dfsu.errors import DfsuError
 from dfsu.inversion.cache import LogitRows, encode_for_target, topk_logprobs
 from dfsu.inversion.model import LogitInverter
+from dfsu.rundir import RunPaths
 from dfsu.ui import progress_bar
 
 
@@ -54,7 +55,7 @@ def decode_texts(
 
 def load_inverter(run: Path) -> tuple[LogitInverter, Any]:
     """The run's trained inverter and its tokenizer."""
-    directory = run / "inverter"
+    directory = RunPaths(run).inverter
     if not (directory / "config.json").is_file():
         raise DfsuError(f"{directory}: missing (run `dfsu train-inverter` first)")
     inverter = LogitInverter.from_pretrained(directory)

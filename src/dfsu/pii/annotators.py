@@ -25,6 +25,7 @@ from typing import Any
 from dfsu.pii.detectors import OverlapIndex, candidates, detect, iban_ok, luhn_ok, resolve_overlaps
 from dfsu.pii.normalize import normalize_for_detection, spans_to_original
 from dfsu.pii.records import Span, canonical_label
+from dfsu.rundir import RunPaths
 
 OFFLINE = ("pattern", "tagger", "hybrid")
 VALIDATED = frozenset(
@@ -110,7 +111,7 @@ def load_offline(name: str, tc: Any, run: Path, labels: list[str] | None) -> Off
     from dfsu.errors import DfsuError
     from dfsu.pii.tagger import Tagger
 
-    path = Path(tc.path) if tc.path else run / "tagger"
+    path = Path(tc.path) if tc.path else RunPaths(run).tagger
     if not (path / "model.crfsuite").is_file():
         if tc.path:
             raise DfsuError(f"tagger.path: {path} holds no trained tagger")

@@ -8,13 +8,13 @@ from pathlib import Path
 from dfsu.errors import DfsuError
 from dfsu.pii import PiiRecord
 from dfsu.pii.reader import parse_row
-from dfsu.rundir import read_jsonl
+from dfsu.rundir import RunPaths, read_jsonl
 
 
 def read_records(run: Path) -> list[PiiRecord]:
     """The run's injected records (with group and exposure) from RUN/data/pii_records.jsonl."""
     records = []
-    for number, row in enumerate(read_jsonl(run / "data" / "pii_records.jsonl"), start=1):
+    for number, row in enumerate(read_jsonl(RunPaths(run).pii_records), start=1):
         try:
             record = parse_row(row, number)
         except ValueError as exc:
@@ -27,5 +27,5 @@ def read_records(run: Path) -> list[PiiRecord]:
 def read_retain_records(run: Path) -> list[dict]:
     """The run's public memorized records ({id, kind, prefix, suffix, text, group,
     exposure}); [] for runs built without them."""
-    path = run / "data" / "retain_records.jsonl"
+    path = RunPaths(run).retain_records
     return read_jsonl(path) if path.is_file() else []

@@ -23,6 +23,7 @@ from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.pii import PiiRecord, generate_records, load_records
 from dfsu.rundir import (
+    RunPaths,
     atomic_write_json,
     atomic_write_jsonl,
     atomic_write_text,
@@ -151,7 +152,7 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
     }
 
     # Everything goes to a staging directory first: RUN/data appears whole or not at all.
-    with staged_dir(run / "data") as data:
+    with staged_dir(RunPaths(run).data) as data:
         atomic_write_jsonl(data / "pii_records.jsonl", (r.to_dict() for r in records))
         atomic_write_jsonl(data / "train.jsonl", train_rows)
         atomic_write_jsonl(data / "eval_general.jsonl", ({"text": t} for t in eval_docs))
@@ -161,4 +162,4 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
         if values:  # a ready --keep file: the public contact values
             atomic_write_text(data / "keep_values.txt", "".join(f"{v}\n" for v in values))
         atomic_write_json(data / "stats.json", stats)
-    return run / "data"
+    return RunPaths(run).data

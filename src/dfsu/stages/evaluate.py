@@ -15,7 +15,7 @@ from dfsu.evaluation.sampler import make_prompts, sample_prompts
 from dfsu.evaluation.utility import nli_accuracy, perplexity, suffix_nll
 from dfsu.pii.redact import redact_text
 from dfsu.pii.run_records import read_records, read_retain_records
-from dfsu.rundir import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
+from dfsu.rundir import RunPaths, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
 
 
 def read_score_file(path: str | Path) -> list[Sample]:
@@ -121,9 +121,9 @@ def evaluate_model(
     result["private_suffix_nll"] = [round(v, 5) for v in losses]
 
     # Utility: held-out perplexity and few-shot NLI accuracy.
-    eval_texts = [r["text"] for r in read_jsonl(run / "data" / "eval_general.jsonl")]
+    eval_texts = [r["text"] for r in read_jsonl(RunPaths(run).eval_general)]
     result["PPL"] = perplexity(model, tokenizer, eval_texts, device=device)
-    nli_rows = read_jsonl(run / "data" / "nli.jsonl")
+    nli_rows = read_jsonl(RunPaths(run).nli)
     if len(nli_rows) > 3:
         nli = nli_accuracy(model, tokenizer, nli_rows, device=device)
         result["NLI_acc"], result["NLI_majority"] = nli["accuracy"], nli["majority_baseline"]

@@ -211,7 +211,6 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
     from the owner's model and public text -> ROOT/inverter."""
     started = time.time()
     owner = as_owner(where)
-    run = owner.root
     ic = cfg.inverter
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.target.device)
@@ -271,7 +270,7 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
     # Save: model + tokenizer + cache + logs, all at once.
     if loop.is_main:
         model.to("cpu")
-        with staged_dir(run / "inverter") as out:
+        with staged_dir(owner.paths.inverter) as out:
             model.save_pretrained(out)
             inv_tok.save_pretrained(out)
             save_rows(out / "cache" / "train", rows["train"], train_texts)
@@ -280,4 +279,4 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
             atomic_write_json(out / "examples.json", examples)
             atomic_write_json(out / "metrics.json", metrics)
     loop.accelerator.wait_for_everyone()
-    return run / "inverter"
+    return owner.paths.inverter

@@ -12,7 +12,7 @@ from typing import Any
 from dfsu.components.html import CSS, highlight, label_table, scatter
 from dfsu.pii.detectors import detect
 from dfsu.pii.redact import redact_text
-from dfsu.rundir import atomic_write_text, read_jsonl
+from dfsu.rundir import RunPaths, atomic_write_text, read_jsonl
 
 METRICS = ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "retain_EM", "retain_FRS", "keep_EM")
 _MASKED = re.compile(r"\S*•\S*")
@@ -135,7 +135,7 @@ def _leak_section(rows: list[dict[str, Any]]) -> list[str]:
 
 def _secrets(run: Path, show_pii: bool) -> list[str]:
     """The true values the page masks: every private record's, unless ``show_pii``."""
-    path = run / "data" / "pii_records.jsonl"
+    path = RunPaths(run).pii_records
     if show_pii or not path.is_file():
         return []
     return [s["value"] for r in read_jsonl(path) for s in r["privacy_mask"]]
@@ -156,7 +156,7 @@ def _pseudo_section(run: Path, sources: Iterable[str], secrets: list[str]) -> li
     """Pseudo-PII examples with their annotations (true values masked unless asked)."""
     sections = []
     for source in sorted(sources):
-        path = run / "pseudo" / source / "pseudo.jsonl"
+        path = RunPaths(run).pseudo_annotated(source)
         if not path.is_file():
             continue
         examples = [r for r in read_jsonl(path) if r["spans"]][:5]
@@ -180,14 +180,11 @@ def _continuations_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     after = next((r["method"] for r in rows if r["method"] == "dfsu"), None) or (
         rows[-1]["method"] if len(rows) > 1 else None
     )
-    if not (
-        after
-        and (run / "eval" / "original.json").is_file()
-        and (run / "eval" / f"{after}.json").is_file()
-    ):
+    paths = RunPaths(run)
+    if not (after and paths.eval("original").is_file() and paths.eval(after).is_file()):
         return []
-    before_s = json.loads((run / "eval" / "original.json").read_text())["samples"][:5]
-    after_s = json.loads((run / "eval" / f"{after}.json").read_text())["samples"][:5]
+    before_s = json.loads(paths.eval("original").read_text())["samples"][:5]
+    after_s = json.loads(paths.eval(after).read_text())["samples"][:5]
     sections = [f"<h2>Continuations: original vs {html.escape(after)}</h2>"]
     for b, a in zip(before_s, after_s, strict=False):
         sections.append(
@@ -236,6 +233,6 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
         f"<!doctype html><html><head><meta charset=utf-8><title>dfsu report</title>"
         f"<style>{CSS}</style></head><body>{''.join(sections)}</body></html>"
     )
-    out = run / "report.html"
+    out = RunPaths(run).report
     atomic_write_text(out, page)
     return out

@@ -34,7 +34,7 @@ from dfsu.pii.annotators import OfflineAnnotator, drop_kept, read_keep_file
 from dfsu.pii.generator import fill_from_pool, load_templates, usable_templates
 from dfsu.pii.reader import parse_row
 from dfsu.pii.scoring import score_spans
-from dfsu.rundir import atomic_write_json, atomic_write_jsonl, pseudo_dir, read_jsonl
+from dfsu.rundir import RunPaths, atomic_write_json, atomic_write_jsonl, read_jsonl
 
 
 def make_candidates(owner: Owner, cfg: RunConfig) -> list[PiiRecord]:
@@ -120,7 +120,7 @@ def synthesize(
         for cand, texts in zip(candidates, per, strict=True):
             rows += [{"text": t, "candidate_id": cand.id, "source": source} for t in _dedupe(texts)]
 
-    out = out or pseudo_dir(owner.root, source)
+    out = out or owner.paths.pseudo(source)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_jsonl(out / "candidates.jsonl", (c.to_dict() for c in candidates))
     atomic_write_jsonl(out / "texts.jsonl", rows)
@@ -191,7 +191,7 @@ def make_llm_annotator(cfg: RunConfig, fallback: Any = None) -> Any:
 
 def tagger_dir(cfg: RunConfig, run: Path) -> Path:
     """The tagger a run annotates with: ``tagger.path`` or RUN/tagger."""
-    return Path(cfg.tagger.path) if cfg.tagger.path else run / "tagger"
+    return Path(cfg.tagger.path) if cfg.tagger.path else RunPaths(run).tagger
 
 
 def offline_annotator(cfg: RunConfig, root: Path, name: str) -> OfflineAnnotator:
@@ -211,7 +211,7 @@ def annotate(
     ROOT/pseudo/<synthesis.source>/pseudo.jsonl (or ``pseudo``/pseudo.jsonl)."""
     owner = as_owner(where)
     run = owner.root
-    pseudo = pseudo or pseudo_dir(run, cfg.synthesis.source)
+    pseudo = pseudo or owner.paths.pseudo(cfg.synthesis.source)
     if not (pseudo / "texts.jsonl").is_file():
         raise DfsuError(f"{pseudo}: no texts.jsonl (synthesize that source first)")
     annotator = annotator or cfg.synthesis.annotator

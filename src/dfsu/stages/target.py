@@ -31,6 +31,7 @@ from dfsu.evaluation.utility import perplexity, perplexity_of, perplexity_pieces
 from dfsu.pii import PiiRecord
 from dfsu.pii.run_records import read_records, read_retain_records
 from dfsu.rundir import (
+    RunPaths,
     atomic_write_json,
     atomic_write_jsonl,
     create_run_dir,
@@ -215,14 +216,15 @@ def _fit(
 def train_target(cfg: RunConfig, run: str | Path) -> Path:
     """Stage: tokenizer + GPT-NeoX trained on RUN/data/train.jsonl -> RUN/target/."""
     run = create_run_dir(run)
-    train_texts = [row["text"] for row in read_jsonl(run / "data" / "train.jsonl")]
-    return _train_lm(cfg, run, train_texts, run / "target", read_records(run))
+    paths = RunPaths(run)
+    train_texts = [row["text"] for row in read_jsonl(paths.train)]
+    return _train_lm(cfg, run, train_texts, paths.target, read_records(run))
 
 
 def retrain_rows(run: Path) -> list[dict[str, Any]]:
     """RUN/data/train.jsonl without the private-record documents (source "pii"); the public
     retain records, general and NLI text stay."""
-    return [row for row in read_jsonl(run / "data" / "train.jsonl") if row.get("source") != "pii"]
+    return [row for row in read_jsonl(RunPaths(run).train) if row.get("source") != "pii"]
 
 
 def retrain_target(cfg: RunConfig, run: str | Path) -> Path:
@@ -237,13 +239,13 @@ def retrain_target(cfg: RunConfig, run: str | Path) -> Path:
     rows = retrain_rows(run)
     steps = None
     if cfg.target.retrain_budget == "steps":
-        metrics = run / "target" / "metrics.json"
+        metrics = RunPaths(run).target_metrics
         if not metrics.is_file():
             raise DfsuError(f"{metrics}: missing (retrain_budget=steps reads the target's steps)")
         steps = int(json.loads(metrics.read_text())["steps"])
     extra = {"budget": cfg.target.retrain_budget, "original_steps": steps, "documents": len(rows)}
     texts = [row["text"] for row in rows]
-    return _train_lm(cfg, run, texts, run / "retrain", None, steps, extra)
+    return _train_lm(cfg, run, texts, RunPaths(run).retrain, None, steps, extra)
 
 
 def _train_lm(
@@ -259,7 +261,7 @@ def _train_lm(
     probe runs on ``records`` (None: the retain records only)."""
     started = time.time()
     tc = cfg.target
-    eval_texts = [row["text"] for row in read_jsonl(run / "data" / "eval_general.jsonl")]
+    eval_texts = [row["text"] for row in read_jsonl(RunPaths(run).eval_general)]
     torch.manual_seed(cfg.seed)
     device = pick_device(tc.device)
 

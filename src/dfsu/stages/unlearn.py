@@ -46,14 +46,7 @@ from dfsu.evaluation.leak import leak_meter
 from dfsu.evaluation.utility import default_window, perplexity_of, perplexity_pieces
 from dfsu.owner import Owner, as_owner
 from dfsu.pii.run_records import read_records
-from dfsu.rundir import (
-    atomic_write_json,
-    atomic_write_jsonl,
-    pseudo_dir,
-    read_jsonl,
-    safe_name,
-    staged_dir,
-)
+from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, safe_name, staged_dir
 from dfsu.unlearning.lora import lora_config, lora_modules, missing_modules
 from dfsu.unlearning.methods import DATA, METHODS, Method, learning_rate
 from dfsu.unlearning.single import RULES, keep_rule, pii_token_loss, pii_token_stats, train_steps
@@ -245,7 +238,7 @@ def unlearn(
         raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
     name = safe_name(name or f"{method}-{data}")
     owner = as_owner(where)
-    pseudo = pseudo or pseudo_dir(owner.root, cfg.synthesis.source)
+    pseudo = pseudo or owner.paths.pseudo(cfg.synthesis.source)
     started = time.time()
     run = owner.root
     uc = cfg.unlearning
@@ -275,7 +268,7 @@ def unlearn(
     )
     rounds = None
     if data == "loop":
-        work = run / "unlearned" / f".{name}.rounds"
+        work = owner.paths.rounds(name)
         from dfsu.unlearning.loop import loop_rounds
 
         probes = (check, confirm)
@@ -288,12 +281,12 @@ def unlearn(
     summary = _summary(
         (name, method, data), out, rounds, texts, modules, (start_stats, recited, started), uc
     )
-    _save(loop, run / "unlearned" / name, tokenizer, out["log"], summary)
+    _save(loop, owner.paths.unlearned(name), tokenizer, out["log"], summary)
     if rounds and loop.is_main:  # the rounds are in the summary; their adapters served resuming
         import shutil
 
-        shutil.rmtree(run / "unlearned" / f".{name}.rounds", ignore_errors=True)
-    return run / "unlearned" / name
+        shutil.rmtree(owner.paths.rounds(name), ignore_errors=True)
+    return owner.paths.unlearned(name)
 
 
 def _summary(
