@@ -12,11 +12,13 @@ from typing import Any
 from dfsu.errors import DfsuError
 
 
-def add_config_args(p: argparse.ArgumentParser, default: str | None = "tiny") -> None:
+def add_config_args(
+    p: argparse.ArgumentParser, default: str | None = "tiny", shown: str = "%(default)s"
+) -> None:
     p.add_argument(
         "--config",
         default=default,
-        help="YAML path or shipped name (tiny, small, paper-pythia410m); default: %(default)s",
+        help=f"YAML path or shipped name (demo, tiny, small, paper-pythia410m); default: {shown}",
     )
     p.add_argument(
         "overrides",

@@ -87,8 +87,10 @@ def add_run_parsers(sub: Any) -> None:
 
     demo = sub.add_parser("demo", help="the embedded tiny default end to end, with a summary")
     demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
-    demo.add_argument("--full", action="store_true", help="every row, not only the core set")
-    add_config_args(demo)
+    demo.add_argument(
+        "--full", action="store_true", help="every row on the tiny config: `dfsu run tiny`"
+    )
+    add_config_args(demo, None, "demo (tiny with a lighter inverter), tiny with --full")
 
 
 # --------------------------------------------------------------------------- commands
@@ -156,7 +158,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.pipeline import DEMO_ROWS, earlier_rows, run_pipeline
 
-    cfg = load_config(args.config, args.overrides)
+    cfg = load_config(args.config or ("tiny" if args.full else "demo"), args.overrides)
     run = Path(args.out)
     # A demo over a finished `--full` run keeps that run's other rows (up to date, not redone).
     rows = None if args.full else DEMO_ROWS + earlier_rows(run, DEMO_ROWS)
