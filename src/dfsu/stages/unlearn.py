@@ -28,6 +28,7 @@ privacy objective, the last one); none within: the adapter as initialised (no ch
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 import warnings
@@ -43,13 +44,14 @@ from dfsu.components.training import TrainLoop
 from dfsu.config import RECITE_BRANCHES, RunConfig, UnlearnConfig
 from dfsu.errors import DfsuError
 from dfsu.evaluation.leak import leak_meter
-from dfsu.evaluation.utility import default_window, perplexity_of, perplexity_pieces
 from dfsu.owner import Owner, as_owner
 from dfsu.pii.run_records import read_records
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, safe_name, staged_dir
+from dfsu.unlearning.checks import Checker
+from dfsu.unlearning.data import UnlearnData
 from dfsu.unlearning.lora import lora_config, lora_modules, missing_modules
 from dfsu.unlearning.methods import DATA, METHODS, Method, learning_rate
-from dfsu.unlearning.single import RULES, keep_rule, pii_token_loss, pii_token_stats, train_steps
+from dfsu.unlearning.single import RULES, keep_rule, pii_token_stats, train_steps
 
 # PEFT still calls a transformers method that warns about its own deprecation on every load.
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
@@ -100,17 +102,19 @@ def recited_public_texts(cfg: RunConfig, root: Path, model: Any, tokenizer: Any,
     return [t for t, spans in zip(samples, annotator(samples), strict=True) if t and not spans]
 
 
-def _add_recitations(cfg: RunConfig, run: Path, loop: TrainLoop, tokenizer: Any, retain: list):
-    """``unlearning.retain_self``: the recitations join the encoded retain text, each
-    ``retain_self_copies`` times; returns how many there were. Called before training: LoRA's
-    B matrices start at zero, so the adapted model is still the original."""
+def _add_recitations(
+    cfg: RunConfig, run: Path, loop: TrainLoop, tokenizer: Any, data: UnlearnData
+) -> tuple[UnlearnData, int]:
+    """``unlearning.retain_self``: the data with the recitations joining the encoded retain
+    text, each ``retain_self_copies`` times, and how many there were. Called before training:
+    LoRA's B matrices start at zero, so the adapted model is still the original."""
     uc = cfg.unlearning
     if not uc.retain_self:
-        return 0
+        return data, 0
     recited = recited_public_texts(cfg, run, loop.unwrapped(), tokenizer, loop.device)
     rows = [{"text": t, "spans": []} for t in recited] * uc.retain_self_copies
-    retain += encode_masked(tokenizer, rows, uc.max_length)
-    return len(recited)
+    retain = data.retain + encode_masked(tokenizer, rows, uc.max_length)
+    return dataclasses.replace(data, retain=retain), len(recited)
 
 
 def _privacy_tracker(cfg: RunConfig, truth: list, tokenizer: Any, device: Any):
@@ -139,7 +143,7 @@ def _data(
     sources: tuple[Path | None, list | None],
     tokenizer: Any,
     method: Method,
-) -> dict[str, Any]:
+) -> UnlearnData:
     """Encoded unlearning texts (a held-out share for the privacy proxy; ``sources``: the
     pseudo directory and the oracle's true records), the owner's held-out public documents
     for the perplexity bound, and the owner's public text for the retain descent."""
@@ -162,13 +166,15 @@ def _data(
     if method.needs_retain or uc.retain_weight > 0:  # the owner's public text
         public = [{"text": text, "spans": []} for text in owner.public_texts()]
     eval_texts = owner.check_texts()[: uc.eval_docs]
-    return {
-        "train": train,
-        "held": held,
-        "eval_texts": eval_texts,
-        "check_texts": eval_texts[: uc.check_docs] if uc.check_docs else eval_texts,
-        "retain": encode_masked(tokenizer, public, uc.max_length),
-    }
+    return UnlearnData(
+        train=train,
+        held=held,
+        eval_texts=eval_texts,
+        check_texts=eval_texts[: uc.check_docs] if uc.check_docs else eval_texts,
+        retain=encode_masked(tokenizer, public, uc.max_length),
+        pad=tokenizer.pad_token_id,
+        seed=cfg.seed,
+    )
 
 
 def _adapted_model(owner: Owner, uc: UnlearnConfig) -> tuple[Any, Any, list[str]]:
@@ -183,38 +189,6 @@ def _adapted_model(owner: Owner, uc: UnlearnConfig) -> tuple[Any, Any, list[str]
         )
     model = get_peft_model(base, lora_config(uc, modules, base.config.model_type))
     return model, tokenizer, modules
-
-
-def _probes(cfg: RunConfig, method: Method, texts: dict, model: tuple, meters: tuple):
-    """``check(step, epoch)``: perplexity on the checked documents, the held-out PII-token
-    proxy, the leak estimate when it selects (``meters``: the select draw, or None) and the
-    privacy trajectory when tracked; ``confirm()``: perplexity on all held-out documents, or
-    None when the checks read all of them."""
-    loop, tokenizer = model
-    meter, tracker = meters
-    uc = cfg.unlearning
-    window = default_window(loop.unwrapped())
-    check_pieces = perplexity_pieces(tokenizer, texts["check_texts"], window)
-    all_pieces = perplexity_pieces(tokenizer, texts["eval_texts"], window)
-
-    def full_ppl() -> float:
-        return perplexity_of(loop.unwrapped(), all_pieces, texts["pad"], device=loop.device)
-
-    def check(step: int, epoch: float) -> dict[str, Any]:
-        unwrapped = loop.unwrapped()
-        ppl = perplexity_of(unwrapped, check_pieces, texts["pad"], device=loop.device)
-        proxy = pii_token_loss(unwrapped, texts["held"], texts["pad"], loop.device)
-        result = {"step": step, "epoch": round(epoch, 3), "ppl": ppl, "pii_loss": proxy}
-        if meter is not None and keep_rule(method, uc) == "leak":
-            estimate = meter(unwrapped, tokenizer, loop.device, limit=cfg.leak.check_prompts)[0]
-            result["leak"] = estimate["consistent"]
-        if tracker is not None:
-            result |= tracker(unwrapped)
-        loop.model.train()
-        return result
-
-    confirm = full_ppl if len(texts["check_texts"]) < len(texts["eval_texts"]) else None
-    return check, confirm
 
 
 def unlearn(
@@ -247,39 +221,36 @@ def unlearn(
     torch.manual_seed(cfg.seed)
 
     model, tokenizer, modules = _adapted_model(owner, uc)
-    texts = _data(cfg, owner, data, (pseudo, truth), tokenizer, METHODS[method])
-    texts |= {"pad": tokenizer.pad_token_id, "seed": cfg.seed}
+    inputs = _data(cfg, owner, data, (pseudo, truth), tokenizer, METHODS[method])
     lr = learning_rate(METHODS[method], uc)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     loop = TrainLoop(model, optimizer, cfg.target.device)
-    recited = _add_recitations(cfg, run, loop, tokenizer, texts["retain"])
+    inputs, recited = _add_recitations(cfg, run, loop, tokenizer, inputs)
     tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
     meter = None
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
         meter = leak_meter(cfg, owner, tokenizer, "select")
 
-    check, confirm = _probes(cfg, METHODS[method], texts, (loop, tokenizer), (meter, tracker))
+    checker = Checker.build(cfg, METHODS[method], inputs, (loop, tokenizer), (meter, tracker))
 
     # Loop: optimizer steps with accumulation; checks and the stopping policy.
     start_stats = (
-        pii_token_stats(model, texts["train"], texts["pad"], loop.device)
-        if data != "loop"
-        else None
+        pii_token_stats(model, inputs.train, inputs.pad, loop.device) if data != "loop" else None
     )
     rounds = None
     if data == "loop":
         work = owner.paths.rounds(name)
         from dfsu.unlearning.loop import loop_rounds
 
-        probes = (check, confirm)
         rounds = loop_rounds(
-            cfg, METHODS[method], (loop, tokenizer), meter, texts, probes, name, work, train_steps
+            cfg, METHODS[method], (loop, tokenizer), meter, inputs, checker, name, work, train_steps
         )
         out = rounds.pop("out")
+        inputs = rounds.pop("data")  # the summary counts the last round's texts
     else:
-        out = train_steps(loop, METHODS[method], uc, texts, check, name, confirm)
+        out = train_steps(loop, METHODS[method], uc, inputs, checker, name)
     summary = _summary(
-        (name, method, data), out, rounds, texts, modules, (start_stats, recited, started), uc
+        (name, method, data), out, rounds, inputs, modules, (start_stats, recited, started), uc
     )
     _save(loop, owner.paths.unlearned(name), tokenizer, out["log"], summary)
     if rounds and loop.is_main:  # the rounds are in the summary; their adapters served resuming
@@ -293,7 +264,7 @@ def _summary(
     recipe: tuple[str, str, str],
     out: dict,
     rounds: dict | None,
-    texts: dict,
+    inputs: UnlearnData,
     modules: list[str],
     extra: tuple[dict | None, int, float],
     uc: UnlearnConfig,
@@ -311,16 +282,16 @@ def _summary(
         "stop_reason": out["stop_reason"],
         "start_ppl": out["start_ppl"],
         "ppl_bound": out["bound"],
-        "check_docs": len(texts["check_texts"]),
+        "check_docs": len(inputs.check_texts),
         "kept_step": rounds["kept_step"] if rounds else kept["step"],
         "backtracks": out["backtracks"],
         "kept_check": kept,
         "checks": out["checks"],
         "lora_modules": modules,
-        "train_texts": len(texts["train"]),
+        "train_texts": len(inputs.train),
         "pii_tokens_at_start": start_stats,
         "recited_retain_texts": recited,
-        "held_texts": len(texts["held"]),
+        "held_texts": len(inputs.held),
         "seconds": round(time.time() - started, 1),
         "rule": RULES[keep_rule(METHODS[method], uc)],
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from peft import get_peft_model_state_dict, set_peft_model_state_dict
@@ -21,6 +21,10 @@ from dfsu.components.training import TrainLoop
 from dfsu.config import RunConfig, UnlearnConfig
 from dfsu.rundir import atomic_write_json
 from dfsu.unlearning.methods import Method, learning_rate
+
+if TYPE_CHECKING:
+    from dfsu.unlearning.checks import Checker
+    from dfsu.unlearning.data import UnlearnData
 
 
 def lora_state(model: Any) -> dict[str, torch.Tensor]:
@@ -36,8 +40,8 @@ def loop_rounds(
     method: Method,
     model: tuple[TrainLoop, Any],
     meter: Any,
-    texts: dict,
-    probes: tuple[Any, Any],
+    data: UnlearnData,
+    checker: Checker,
     name: str,
     work: Path,
     train_steps: Any,
@@ -50,17 +54,17 @@ def loop_rounds(
     whose samples are mostly degenerate (``leak.DEGENERATE_LIMIT``: collapse, not forgetting)
     is never kept; the loop goes back to the best round and on at half the learning rate,
     ``LOOP_RETRIES`` times. The round with the lowest estimate is kept.
-    Finished rounds are saved in ``work``, so a killed run resumes there."""
+    Finished rounds are saved in ``work``, so a killed run resumes there. The result carries
+    the last round's data (``data``) beside the rounds and the kept round's ``out``."""
     from dfsu.evaluation.leak import DEGENERATE_LIMIT, extraction_texts
     from dfsu.ui import info
 
     uc = cfg.unlearning
     loop, tokenizer = model
     round_uc = dataclasses.replace(uc, max_steps=uc.loop_steps)
-    check, confirm = probes
     unwrapped = loop.unwrapped()
-    first = check(0, 0.0)
-    base = (first["ppl"], confirm() if confirm else first["ppl"])
+    first = checker.check(0, 0.0)
+    base = (first["ppl"], checker.confirm() if checker.has_confirm else first["ppl"])
     state = RoundLog.open(work, cfg, first)
     out = {"checks": [first], "keep": 0, "steps": 0, "stop_reason": "", "log": []}
     number = max(len(state.rounds) - 1, 0)
@@ -83,17 +87,18 @@ def loop_rounds(
         values = [v["value"] for v in estimate["values"]]
         prefixes = [p.prefix for p in meter.prompts]
         rows = extraction_texts(prefixes, generations, spans, values, meter.keep)
-        # In place: the checks read the held-out share of this round's texts.
-        texts.update(split_rows(rows, tokenizer, uc, cfg.seed + number))
+        data = data.with_round(*split_rows(rows, tokenizer, uc, cfg.seed + number))
         loop.reset_optimizer_state()
         loop.set_lr(learning_rate(method, uc) * 0.5**collapsed)
+        # The round's checks read the held-out share of its own texts.
+        round_checker = checker.for_round(data)
         result = train_steps(
-            loop, method, round_uc, texts, check, f"{name} r{number + 1}", confirm, base
+            loop, method, round_uc, data, round_checker, f"{name} r{number + 1}", base
         )
         out = {k: result[k] for k in ("checks", "keep", "steps", "stop_reason", "log")}
         number += 1
     set_peft_model_state_dict(unwrapped, state.load(best["round"]))
-    return _kept(state, best["round"], reason, base, uc)
+    return dict(_kept(state, best["round"], reason, base, uc), data=data)
 
 
 def _verdict(state: RoundLog, number: int, out: dict, uc: UnlearnConfig):
@@ -141,16 +146,17 @@ def _kept(state: RoundLog, best: int, reason: str, base: tuple, uc: UnlearnConfi
     }
 
 
-def split_rows(rows: list[dict], tokenizer: Any, uc: UnlearnConfig, seed: int) -> dict:
-    """Unlearning texts of one round, a held-out share for the PII-token proxy."""
+def split_rows(
+    rows: list[dict], tokenizer: Any, uc: UnlearnConfig, seed: int
+) -> tuple[list[dict], list[dict]]:
+    """(train, held): the encoded unlearning texts of one round and their held-out share for
+    the PII-token proxy."""
     rows = list(rows)
     random.Random(f"holdout-{seed}").shuffle(rows)
     n_held = max(1, round(uc.holdout * len(rows))) if len(rows) > 1 else 0
     held = rows[:n_held] or rows
-    return {
-        "train": encode_masked(tokenizer, rows[n_held:] or rows, uc.max_length),
-        "held": encode_masked(tokenizer, held, uc.max_length),
-    }
+    train = encode_masked(tokenizer, rows[n_held:] or rows, uc.max_length)
+    return train, encode_masked(tokenizer, held, uc.max_length)
 
 
 class RoundLog:

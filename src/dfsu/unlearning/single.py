@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from peft import set_peft_model_state_dict
@@ -22,6 +22,10 @@ from dfsu.unlearning.loop import lora_state
 from dfsu.unlearning.losses import retain_objective, token_losses
 from dfsu.unlearning.methods import Method, Terms
 from dfsu.unlearning.stopping import StopRule, confirmed_check, decide, within
+
+if TYPE_CHECKING:
+    from dfsu.unlearning.checks import Checker
+    from dfsu.unlearning.data import UnlearnData
 
 
 def _pii_batches(model: Any, items: list[dict], pad_id: int, device: Any):
@@ -176,14 +180,14 @@ def check_every(method: Method, uc: UnlearnConfig) -> int:
     return uc.eval_every
 
 
-def _schedule(loop: TrainLoop, method: Method, uc: UnlearnConfig, data: dict):
+def _schedule(loop: TrainLoop, method: Method, uc: UnlearnConfig, data: UnlearnData):
     """The forget-batch loader, the public-text batches (or None), micro-batches per step,
     steps per epoch and the step budget."""
-    pad = data["pad"]
-    loader = loop.prepare_loader(_loader(data["train"], uc, pad, data["seed"]))
+    pad = data.pad
+    loader = loop.prepare_loader(_loader(data.train, uc, pad, data.seed))
     retain = None
     if method.needs_retain or uc.retain_weight > 0:
-        retain = _Retain(loop.prepare_loader(_loader(data["retain"], uc, pad, None)))
+        retain = _Retain(loop.prepare_loader(_loader(data.retain, uc, pad, None)))
     accumulation = uc.batch_size // uc.micro_batch_size
     per_epoch = math.ceil(len(loader) / accumulation)
     total = per_epoch * uc.epochs
@@ -219,19 +223,18 @@ def train_steps(
     loop: TrainLoop,
     method: Method,
     uc: UnlearnConfig,
-    data: dict,
-    check: Any,
+    data: UnlearnData,
+    checker: Checker,
     name: str,
-    confirm: Any = None,
     base: tuple[float, float] | None = None,
 ):
     """Optimizer steps, a check every ``check_every`` steps, and what ``decide`` says after each.
 
-    ``confirm``: with checks on a subset of the held-out documents, the perplexity on all of
-    them; the kept check is then the best one whose perplexity on all of them stays within
-    the bound (see ``_confirmed``). ``base``: the perplexities (checked subset, all
-    documents) the bound is relative to; default: this run's first check (later rounds of
-    dfsu-loop keep the original model's)."""
+    With checks on a subset of the held-out documents (``checker.has_confirm``), the kept
+    check is the best one whose perplexity on all of them (``checker.confirm``) stays within
+    the bound (see ``stopping.confirmed_check``). ``base``: the perplexities (checked subset,
+    all documents) the bound is relative to; default: this run's first check (later rounds
+    of dfsu-loop keep the original model's)."""
     unwrapped = loop.unwrapped()
     loader, retain, accumulation, per_epoch, total = _schedule(loop, method, uc, data)
     every = check_every(method, uc)
@@ -240,7 +243,8 @@ def train_steps(
         parts = objective(method, loop, batch, next(retain) if retain else None, uc)
         return parts["loss"], parts
 
-    checks = [check(0, 0.0)]
+    checks = [checker.check(0, 0.0)]
+    confirm = checker.confirm if checker.has_confirm else None  # None: the checks read all
     check_base, start_ppl = base or (checks[0]["ppl"], confirm() if confirm else checks[0]["ppl"])
     bound = check_base * (1 + uc.max_ppl_increase)
     rule = StopRule(bound, uc.patience, uc.backtracks, keep_rule(method, uc), uc.plateau_checks)
@@ -254,7 +258,7 @@ def train_steps(
             step += 1
             entry: dict[str, Any] = {"step": step, "epoch": epoch, **loop.step(micros, loss_of)}
             if step % every == 0 or step == total:
-                entry["check"] = now = check(step, step / per_epoch)
+                entry["check"] = now = checker.check(step, step / per_epoch)
                 checks.append(now)
                 decision = _follow(loop, checks, states, rule, entry, prune=confirm is None)
                 if decision.reason == "plateau":

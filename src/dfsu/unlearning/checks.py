@@ -1,0 +1,81 @@
+"""The checks of an unlearning run: what each one measures, on what."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from dfsu.components.training import TrainLoop
+from dfsu.config import RunConfig
+from dfsu.evaluation.utility import default_window, perplexity_of, perplexity_pieces
+from dfsu.unlearning.data import UnlearnData
+from dfsu.unlearning.methods import Method
+from dfsu.unlearning.single import keep_rule, pii_token_loss
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Checker:
+    """``check(step, epoch)``: perplexity on the checked documents, the PII-token proxy on
+    ``held``, the leak estimate when it selects (``meter``: the select draw, or None) and the
+    privacy trajectory when tracked (``tracker``, or None); ``confirm()``: perplexity on all
+    held-out documents, wanted only when ``has_confirm`` (the checks read a subset)."""
+
+    cfg: RunConfig
+    method: Method
+    loop: TrainLoop
+    tokenizer: Any
+    meter: Any
+    tracker: Any
+    check_pieces: list[tuple[list[int], int]]
+    all_pieces: list[tuple[list[int], int]]
+    held: list[dict[str, Any]]
+    pad: int
+    has_confirm: bool
+
+    @classmethod
+    def build(
+        cls, cfg: RunConfig, method: Method, data: UnlearnData, model: tuple, meters: tuple
+    ) -> Checker:
+        """The checker of a run (``model``: the train loop and tokenizer; ``meters``: the
+        leak meter and privacy tracker, each or None), its documents tokenized once."""
+        loop, tokenizer = model
+        meter, tracker = meters
+        window = default_window(loop.unwrapped())
+        return cls(
+            cfg,
+            method,
+            loop,
+            tokenizer,
+            meter,
+            tracker,
+            check_pieces=perplexity_pieces(tokenizer, data.check_texts, window),
+            all_pieces=perplexity_pieces(tokenizer, data.eval_texts, window),
+            held=data.held,
+            pad=data.pad,
+            has_confirm=len(data.check_texts) < len(data.eval_texts),
+        )
+
+    def for_round(self, data: UnlearnData) -> Checker:
+        """A copy whose proxy reads ``data``'s held-out share (a dfsu-loop round's)."""
+        return dataclasses.replace(self, held=data.held)
+
+    def check(self, step: int, epoch: float) -> dict[str, Any]:
+        """One check's figures; leaves the model in training mode."""
+        loop = self.loop
+        unwrapped = loop.unwrapped()
+        ppl = perplexity_of(unwrapped, self.check_pieces, self.pad, device=loop.device)
+        proxy = pii_token_loss(unwrapped, self.held, self.pad, loop.device)
+        result = {"step": step, "epoch": round(epoch, 3), "ppl": ppl, "pii_loss": proxy}
+        if self.meter is not None and keep_rule(self.method, self.cfg.unlearning) == "leak":
+            limit = self.cfg.leak.check_prompts
+            estimate = self.meter(unwrapped, self.tokenizer, loop.device, limit=limit)[0]
+            result["leak"] = estimate["consistent"]
+        if self.tracker is not None:
+            result |= self.tracker(unwrapped)
+        loop.model.train()
+        return result
+
+    def confirm(self) -> float:
+        """Perplexity on all held-out documents."""
+        loop = self.loop
+        return perplexity_of(loop.unwrapped(), self.all_pieces, self.pad, device=loop.device)
