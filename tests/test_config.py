@@ -109,3 +109,124 @@ def test_a_config_starts_from_its_base(tmp_path):
     (tmp_path / "c.yaml").write_text("base: [tiny]\n")
     with pytest.raises(DfsuError, match="base must be a config name"):
         load_config(str(tmp_path / "c.yaml"))
+
+
+# --------------------------------------------------------------------------- grouped settings
+
+# A value of each moved setting other than its default and tiny's.
+MOVED_VALUES = {
+    "unlearning.npo_beta": 0.2,
+    "unlearning.distill_gamma": 20.0,
+    "unlearning.distill_pii_weight": 3.0,
+    "unlearning.distill_lr": 0.002,
+    "unlearning.distill_unlikelihood": 2.0,
+    "unlearning.loop_rounds": 3,
+    "unlearning.loop_steps": 7,
+}
+
+
+def _get(cfg, key):
+    from operator import attrgetter
+
+    return attrgetter(key)(cfg)
+
+
+def test_every_moved_key_has_a_test_value():
+    from dfsu.config import MOVED
+
+    assert set(MOVED_VALUES) == set(MOVED)
+
+
+def test_grouped_settings_load_from_yaml_and_overrides(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("unlearning:\n  distill:\n    gamma: 30\n  loop:\n    rounds: 2\n")
+    cfg = load_config(str(mine), ["unlearning.npo.beta=0.3", "unlearning.distill.lr=1e-3"])
+    uc = cfg.unlearning
+    assert (uc.distill.gamma, uc.loop.rounds, uc.npo.beta, uc.distill.lr) == (30.0, 2, 0.3, 1e-3)
+    assert isinstance(uc.distill.gamma, float)
+    assert uc.loop.steps == 60 and uc.distill.pii_weight == 1.0  # the rest of a group kept
+    tiny = load_config("tiny").unlearning.distill
+    assert (tiny.gamma, tiny.unlikelihood, tiny.lr) == (30.0, 1.0, 1e-3)
+    with pytest.raises(DfsuError, match=r"unknown key 'unlearning\.distill\.gama'"):
+        load_config("tiny", ["unlearning.distill.gama=1"])
+    with pytest.raises(DfsuError, match=r"config: unlearning\.loop\.rounds: .*\[0, 100\]"):
+        load_config("tiny", ["unlearning.loop.rounds=101"])
+
+
+@pytest.mark.parametrize("old", sorted(MOVED_VALUES))
+def test_an_old_flat_key_sets_its_new_place(old, tmp_path):
+    from dfsu.config import MOVED
+
+    value, new = MOVED_VALUES[old], MOVED[old]
+    by_new = load_config("tiny", [f"{new}={value}"])
+    assert _get(by_new, new) == value
+    assert load_config("tiny", [f"{old}={value}"]) == by_new  # an override
+    section, leaf = old.split(".")
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(f"base: tiny\n{section}:\n  {leaf}: {value}\n")
+    assert load_config(str(mine)) == by_new  # a config file
+    # The same value under both keys is one setting given twice; different values an error.
+    assert load_config("tiny", [f"{old}={value}", f"{new}={value}"]) == by_new
+    with pytest.raises(DfsuError, match=f"old key {old}=.* and the new {new}=.*give only {new}"):
+        load_config("tiny", [f"{old}={value}", f"{new}=5"])
+    _, group, new_leaf = new.split(".")
+    mine.write_text(f"{section}:\n  {leaf}: {value}\n  {group}:\n    {new_leaf}: 5\n")
+    with pytest.raises(DfsuError) as info:
+        load_config(str(mine))
+    assert str(mine) in str(info.value) and old in str(info.value) and new in str(info.value)
+    assert len(str(info.value).splitlines()) == 1
+
+
+def test_an_old_key_overrides_a_files_new_key():
+    """The recorded commands of docs/results.md give old keys over tiny's grouped ones."""
+    cfg = load_config("tiny", ["unlearning.distill_gamma=10", "unlearning.distill_lr=2e-4"])
+    assert (cfg.unlearning.distill.gamma, cfg.unlearning.distill.lr) == (10.0, 2e-4)
+    assert cfg.unlearning.distill.unlikelihood == 1.0  # tiny's, untouched
+    whole = load_config("tiny", ["unlearning={npo_beta: 0.4}"]).unlearning
+    assert whole.npo.beta == 0.4 and whole.lr == 1e-4  # a section given whole: the defaults
+
+
+def test_an_older_runs_stored_config_loads_and_dumps_the_new_layout(tmp_path):
+    from dfsu.config import MOVED
+
+    cfg = load_config("tiny", [f"{k}={v}" for k, v in MOVED_VALUES.items()])
+    # The config as an older version stored it in RUN/config.yaml: flat keys.
+    values = yaml.safe_load(dump_config(cfg))
+    unlearning = values["unlearning"]
+    for old, new in MOVED.items():
+        _, group, leaf = new.split(".")
+        unlearning[old.split(".")[1]] = unlearning[group].pop(leaf)
+    for group in ("npo", "distill", "loop"):
+        assert unlearning.pop(group) == {}
+    stored = tmp_path / "config.yaml"
+    stored.write_text(yaml.safe_dump(values, sort_keys=False))
+    assert load_config(str(stored)) == cfg
+    text = dump_config(load_config(str(stored)))
+    assert not any(old.split(".")[1] in text for old in MOVED)  # only the new layout
+    assert "\n  distill:\n    gamma: 20.0\n" in text
+    (tmp_path / "new.yaml").write_text(text)
+    assert load_config(str(tmp_path / "new.yaml")) == cfg  # round trip
+
+
+def test_grouped_settings_keep_their_flat_names_in_stage_keys():
+    """Stage keys read a group's settings as ``group_setting``, the old flat key, so run
+    directories made before the grouping stay up to date."""
+    from dfsu.config import MOVED
+    from dfsu.stage_runner import _section
+
+    for old, new in MOVED.items():
+        section, group, leaf = new.split(".")
+        assert old == f"{section}.{group}_{leaf}"
+    keyed = _section(load_config("tiny"), "unlearning")
+    assert {"npo", "distill", "loop"}.isdisjoint(keyed)
+    assert (keyed["npo_beta"], keyed["loop_rounds"], keyed["loop_steps"]) == (0.1, 4, 60)
+    assert (keyed["distill_gamma"], keyed["distill_lr"]) == (30.0, 1e-3)
+    assert "distill_pii_weight" not in keyed  # at its neutral value
+
+
+def test_a_sweep_grid_may_use_an_old_key():
+    from dfsu.sweep import _override, parse_axis, points
+
+    grid = points([parse_axis("unlearning.distill_gamma=10,20")])
+    cfgs = [load_config("tiny", [_override(k, v) for k, v in p.items()]) for p in grid]
+    assert [c.unlearning.distill.gamma for c in cfgs] == [10.0, 20.0]

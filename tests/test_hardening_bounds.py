@@ -39,7 +39,7 @@ def int_fields():
         for f in dataclasses.fields(cls):
             tp = hints[f.name]
             if dataclasses.is_dataclass(tp):
-                walk(tp, f"{f.name}.")
+                walk(tp, f"{prefix}{f.name}.")
             elif int in (tp, *typing.get_args(tp)):
                 lo, hi = f.metadata["range"]
                 out.append((f"{prefix}{f.name}", lo, hi))

@@ -474,10 +474,10 @@ def test_retain_self_keeps_only_recitations_without_pii(
 def test_distill_has_a_learning_rate_of_its_own():
     from dfsu.unlearning.methods import METHODS, learning_rate
 
-    uc = load_config("tiny", ["unlearning.lr=2e-4", "unlearning.distill_lr=1e-3"]).unlearning
+    uc = load_config("tiny", ["unlearning.lr=2e-4", "unlearning.distill.lr=1e-3"]).unlearning
     assert learning_rate(METHODS["distill"], uc) == 1e-3
     assert learning_rate(METHODS["pscu"], uc) == 2e-4  # every other method: unlearning.lr
-    unset = load_config("tiny", ["unlearning.distill_lr=null"]).unlearning
+    unset = load_config("tiny", ["unlearning.distill.lr=null"]).unlearning
     assert learning_rate(METHODS["distill"], unset) == unset.lr
-    with pytest.raises(DfsuError, match="distill_lr"):
-        load_config("tiny", ["unlearning.distill_lr=0"])
+    with pytest.raises(DfsuError, match=r"unlearning\.distill\.lr"):
+        load_config("tiny", ["unlearning.distill.lr=0"])

@@ -5,7 +5,9 @@ field may be overridden on the command line as ``stage.field=value`` (the value 
 YAML). Unknown keys and values of the wrong type are errors that name the key.
 
 The sections live in this package's modules (``fields`` <- ``sections``, ``synthesis``,
-``unlearn``, ``evaluation`` <- here); every name is importable from ``dfsu.config``.
+``unlearn``, ``evaluation``, ``moved`` <- here); every name is importable from
+``dfsu.config``. A section may hold groups of settings (``unlearning.distill.gamma``); keys
+that moved into one still load (``moved``).
 """
 
 from __future__ import annotations
@@ -30,9 +32,16 @@ from dfsu.config.fields import (
     check_range,
     neutral_free,
 )
+from dfsu.config.moved import MOVED, migrate, override_key
 from dfsu.config.sections import CorpusConfig, DataConfig, InverterConfig, TargetConfig
 from dfsu.config.synthesis import ANNOTATORS, SOURCES, SynthesisConfig, TaggerConfig
-from dfsu.config.unlearn import RECITE_BRANCHES, UnlearnConfig
+from dfsu.config.unlearn import (
+    RECITE_BRANCHES,
+    DistillConfig,
+    LoopConfig,
+    NpoConfig,
+    UnlearnConfig,
+)
 from dfsu.errors import DfsuError
 
 __all__ = [
@@ -41,14 +50,18 @@ __all__ = [
     "MAX_NEW_TOKENS",
     "MAX_PREFIX_TOKENS",
     "MAX_SEED",
+    "MOVED",
     "NO_NEUTRAL",
     "RECITE_BRANCHES",
     "SOURCES",
     "CorpusConfig",
     "DataConfig",
+    "DistillConfig",
     "EvalConfig",
     "InverterConfig",
     "LeakConfig",
+    "LoopConfig",
+    "NpoConfig",
     "PublicConfig",
     "RunConfig",
     "SynthesisConfig",
@@ -195,21 +208,25 @@ def load_yaml(text: str, where: str) -> Any:
 
 
 def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``a.b=value`` strings to a nested dict (values parsed as YAML)."""
+    """Apply ``a.b=value`` strings to a nested dict (values parsed as YAML); a moved setting's
+    old key sets its new place (``config.moved``)."""
+    given: dict[str, dict[str, Any]] = {}
     for item in overrides:
         if "=" not in item:
             shown = capped_repr(item)
             raise DfsuError(f"config: override {shown} is not of the form key.sub=value")
         key, raw = item.split("=", 1)
-        parts = key.strip().split(".")
+        value = load_yaml(raw, f"override {capped_repr(key)}") if raw.strip() else None
+        parts = override_key(key.strip(), value, given).split(".")
         node = values
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 shown = capped_repr(key)
                 raise DfsuError(f"config: override {shown}: {capped_repr(part)} is not a section")
-        node[parts[-1]] = load_yaml(raw, f"override {capped_repr(key)}") if raw.strip() else None
-    return values
+        node[parts[-1]] = value
+    # A section given whole (``unlearning={npo_beta: 0.2}``) may still hold old keys.
+    return migrate(values, "overrides")
 
 
 def configs_dir() -> Path:
@@ -253,6 +270,7 @@ def _read_config(name: str, seen: list[Path]) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise DfsuError(f"config: {path}: top level must be a mapping")
     base = values.pop("base", None)
+    migrate(values, str(path))
     if base is None:
         return values
     if not isinstance(base, str):

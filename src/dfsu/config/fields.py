@@ -57,10 +57,17 @@ def _f(
 
 
 def neutral_free(section: Any) -> dict[str, Any]:
-    """A config section as a dict without the settings that are at their neutral value."""
+    """A config section as a dict without the settings that are at their neutral value: what
+    stage keys read. A group of settings (``unlearning.distill``) enters flat, each setting
+    as ``group_setting`` (``distill_gamma``): the flat key it had before the section was
+    grouped (``config.moved``), so run directories made before still match their keys."""
     out = dataclasses.asdict(section)
     for f in dataclasses.fields(section):
-        if "neutral" in f.metadata and out[f.name] == f.metadata["neutral"]:
+        value = getattr(section, f.name)
+        if dataclasses.is_dataclass(value):
+            del out[f.name]
+            out |= {f"{f.name}_{k}": v for k, v in neutral_free(value).items()}
+        elif "neutral" in f.metadata and out[f.name] == f.metadata["neutral"]:
             del out[f.name]
     return out
 

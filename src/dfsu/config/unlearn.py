@@ -1,13 +1,81 @@
-"""The config section of stage 3: unlearning with LoRA, its stopping policy and the loop."""
+"""The config section of stage 3: unlearning with LoRA, its stopping policy and the loop.
+
+The section holds the recipe every row shares; the settings of one method or one data recipe
+are a group of their own (``unlearning.npo``, ``unlearning.distill``, ``unlearning.loop``).
+Their old flat keys (``unlearning.distill_gamma``) still load: ``config.moved``."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dfsu.config.fields import MAX_NEW_TOKENS, _check, _check_ranges, _f
 
 RECITE_BRANCHES = 32  # unlearning.retain_self_search=branch: beams per first token
+
+
+@dataclass
+class NpoConfig:
+    """``unlearning.npo``: the npo row's objective."""
+
+    beta: float = _f(0.1, "inverse temperature of the NPO loss")
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "unlearning.npo.")
+
+
+@dataclass
+class DistillConfig:
+    """``unlearning.distill``: the distill rows (self-distillation, no ascent; UNDIAL)."""
+
+    gamma: float = _f(
+        10.0,
+        "nats the PII token's logit is lowered by in the distillation target",
+        neutral=10.0,
+        bounds=(0.0, 1000.0),
+    )
+    pii_weight: float = _f(
+        1.0,
+        "weight of the PII positions' KL beside the context positions' KL",
+        neutral=1.0,
+        bounds=(0.0, 1000.0),
+    )
+    lr: float | None = _f(
+        None,
+        "its learning rate (a descent-only objective takes a larger one than ascent); null: "
+        "unlearning.lr",
+        neutral=None,
+    )
+    unlikelihood: float = _f(
+        0.0,
+        "weight of the unlikelihood -log(1 - p) of the PII tokens (a pull that fades as the "
+        "model stops predicting them)",
+        neutral=0.0,
+        bounds=(0.0, 1000.0),
+    )
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "unlearning.distill.")
+        _check(
+            self.lr is None or (math.isfinite(self.lr) and self.lr > 0),
+            "unlearning.distill.lr",
+            "must be finite and > 0 (or null)",
+        )
+
+
+@dataclass
+class LoopConfig:
+    """``unlearning.loop``: the loop rows (dfsu-loop, distill-loop; ``--data loop``)."""
+
+    rounds: int = _f(
+        4,
+        "most extract -> unlearn rounds (each extracts from the model it unlearns)",
+        bounds=(0, 100),
+    )
+    steps: int = _f(60, "most optimizer steps of each round", bounds=(1, 1_000_000))
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "unlearning.loop.")
 
 
 @dataclass
@@ -16,32 +84,6 @@ class UnlearnConfig:
 
     alpha: float = _f(1.0, "weight of the descent term on context tokens")
     beta: float = _f(1.0, "weight of the ascent term on PII tokens")
-    npo_beta: float = _f(0.1, "inverse temperature of the NPO loss")
-    distill_gamma: float = _f(
-        10.0,
-        "distill: nats the PII token's logit is lowered by in the distillation target",
-        neutral=10.0,
-        bounds=(0.0, 1000.0),
-    )
-    distill_pii_weight: float = _f(
-        1.0,
-        "distill: weight of the PII positions' KL beside the context positions' KL",
-        neutral=1.0,
-        bounds=(0.0, 1000.0),
-    )
-    distill_lr: float | None = _f(
-        None,
-        "distill: its learning rate (a descent-only objective takes a larger one than "
-        "ascent); null: unlearning.lr",
-        neutral=None,
-    )
-    distill_unlikelihood: float = _f(
-        0.0,
-        "distill: weight of the unlikelihood -log(1 - p) of the PII tokens (a pull that fades "
-        "as the model stops predicting them)",
-        neutral=0.0,
-        bounds=(0.0, 1000.0),
-    )
     ascent_cap: float | None = _f(
         None,
         "pscu (and dfsu-loop) ascend a PII token only while its loss is below this many nats, "
@@ -149,12 +191,13 @@ class UnlearnConfig:
         "pseudo-PII loss) or leak (the fewest consistent values of the data-free leak estimate "
         "on leak.check_prompts prompts; methods kept by their last check are unaffected)",
     )
-    loop_rounds: int = _f(
-        4,
-        "dfsu-loop: most extract -> PSCU rounds (each extracts from the model it unlearns)",
-        bounds=(0, 100),
+    npo: NpoConfig = field(default_factory=NpoConfig, metadata={"help": "the npo row"})
+    distill: DistillConfig = field(
+        default_factory=DistillConfig, metadata={"help": "the distill rows (self-distillation)"}
     )
-    loop_steps: int = _f(60, "dfsu-loop: most optimizer steps of each round", bounds=(1, 1_000_000))
+    loop: LoopConfig = field(
+        default_factory=LoopConfig, metadata={"help": "the loop rows (dfsu-loop, distill-loop)"}
+    )
 
     def __post_init__(self) -> None:
         _check_ranges(self, "unlearning.")
@@ -193,8 +236,3 @@ class UnlearnConfig:
         _check(self.plateau_tolerance >= 0, "unlearning.plateau_tolerance", "must be >= 0")
         _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
         _check(self.keep_by in ("proxy", "leak"), "unlearning.keep_by", "must be proxy or leak")
-        _check(
-            self.distill_lr is None or (math.isfinite(self.distill_lr) and self.distill_lr > 0),
-            "unlearning.distill_lr",
-            "must be finite and > 0 (or null)",
-        )

@@ -48,12 +48,12 @@ def loop_rounds(
 ) -> dict[str, Any]:
     """dfsu-loop: estimate the leak of the current model (round 0: the original); unlearn
     the model's own samples that emit a consistent value (those values' tokens and the
-    annotator's spans ascended, the rest descended) for at most ``loop_steps`` steps within
-    the original model's perplexity bound; again, until the estimate reaches 0, stops
-    falling, no step of a round stays within the bound, or ``loop_rounds`` are spent. A round
-    whose samples are mostly degenerate (``leak.DEGENERATE_LIMIT``: collapse, not forgetting)
-    is never kept; the loop goes back to the best round and on at half the learning rate,
-    ``LOOP_RETRIES`` times. The round with the lowest estimate is kept.
+    annotator's spans ascended, the rest descended) for at most ``unlearning.loop.steps``
+    steps within the original model's perplexity bound; again, until the estimate reaches 0,
+    stops falling, no step of a round stays within the bound, or ``unlearning.loop.rounds``
+    are spent. A round whose samples are mostly degenerate (``leak.DEGENERATE_LIMIT``:
+    collapse, not forgetting) is never kept; the loop goes back to the best round and on at
+    half the learning rate, ``LOOP_RETRIES`` times. The round with the lowest estimate is kept.
     Finished rounds are saved in ``work``, so a killed run resumes there. The result carries
     the last round's data (``data``) beside the rounds and the kept round's ``out``."""
     from dfsu.evaluation.leak import DEGENERATE_LIMIT, extraction_texts
@@ -61,7 +61,7 @@ def loop_rounds(
 
     uc = cfg.unlearning
     loop, tokenizer = model
-    round_uc = dataclasses.replace(uc, max_steps=uc.loop_steps)
+    round_uc = dataclasses.replace(uc, max_steps=uc.loop.steps)
     unwrapped = loop.unwrapped()
     first = checker.check(0, 0.0)
     base = (first["ppl"], checker.confirm() if checker.has_confirm else first["ppl"])
@@ -113,7 +113,7 @@ def _verdict(state: RoundLog, number: int, out: dict, uc: UnlearnConfig):
     collapsed = len(state.rounds) - len(sound)  # rounds discarded as degenerate so far
     reason = None
     if record.get("degenerate", 0) > DEGENERATE_LIMIT:
-        if collapsed > LOOP_RETRIES or number >= uc.loop_rounds:
+        if collapsed > LOOP_RETRIES or number >= uc.loop.rounds:
             reason = f"{record['degenerate']:.0f} % of the samples degenerate (discarded)"
     elif record["consistent"] == 0:
         reason = "the leak estimate reached 0"
@@ -121,8 +121,8 @@ def _verdict(state: RoundLog, number: int, out: dict, uc: UnlearnConfig):
         reason = "the leak estimate stopped falling"
     elif number > 0 and out["keep"] == 0:
         reason = "no step of the round stayed within the perplexity bound"
-    elif number >= uc.loop_rounds:
-        reason = f"{uc.loop_rounds} rounds spent"
+    elif number >= uc.loop.rounds:
+        reason = f"{uc.loop.rounds} rounds spent"
     return reason, best, collapsed
 
 
@@ -137,7 +137,7 @@ def _kept(state: RoundLog, best: int, reason: str, base: tuple, uc: UnlearnConfi
         "out": dict(
             kept,
             steps=sum(r["steps"] for r in state.rounds),
-            total=uc.loop_rounds * uc.loop_steps,
+            total=uc.loop.rounds * uc.loop.steps,
             start_ppl=base[1],
             bound=base[1] * (1 + uc.max_ppl_increase),
             backtracks=sum(1 for c in kept["checks"] if c.get("backtrack")),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from dfsu.config import UnlearnConfig
@@ -54,7 +55,7 @@ class Method:
 def learning_rate(method: Method, uc: UnlearnConfig) -> float:
     """The method's learning rate: its own setting when it has one and it is set, else
     ``unlearning.lr``."""
-    own = getattr(uc, method.lr_setting) if method.lr_setting else None
+    own = attrgetter(method.lr_setting)(uc) if method.lr_setting else None
     return uc.lr if own is None else own
 
 
@@ -79,7 +80,7 @@ def _ga(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
 def _npo(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
     from dfsu.unlearning.losses import npo_objective
 
-    return npo_objective(t.losses, t.reference, t.pii, t.valid, uc.alpha, uc.npo_beta)
+    return npo_objective(t.losses, t.reference, t.pii, t.valid, uc.alpha, uc.npo.beta)
 
 
 def _graddiff(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
@@ -97,9 +98,9 @@ def _distill(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
         t.targets,
         t.pii,
         t.valid,
-        uc.distill_gamma,
-        uc.distill_pii_weight,
-        uc.distill_unlikelihood,
+        uc.distill.gamma,
+        uc.distill.pii_weight,
+        uc.distill.unlikelihood,
     )
 
 
@@ -134,10 +135,10 @@ METHODS: dict[str, Method] = {
             "distill",
             "distill",
             "self-distillation: the original's distribution everywhere, the PII token's logit "
-            "lowered by distill_gamma at PII positions (UNDIAL); no ascent",
+            "lowered by distill.gamma at PII positions (UNDIAL); no ascent",
             _distill,
             needs_logits=True,
-            lr_setting="distill_lr",
+            lr_setting="distill.lr",
         ),
     )
 }
