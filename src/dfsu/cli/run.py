@@ -85,7 +85,9 @@ def add_run_parsers(sub: Any) -> None:
     sweep.add_argument("--show-pii", action="store_true", help="true PII values in the reports")
     sweep.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
-    demo = sub.add_parser("demo", help="the embedded tiny default end to end, with a summary")
+    demo = sub.add_parser(
+        "demo", help="the embedded default end to end (tiny, a lighter inverter), with a summary"
+    )
     demo.add_argument("--out", default="dfsu-demo", help="run directory (default: %(default)s)")
     demo.add_argument(
         "--full", action="store_true", help="every row on the tiny config: `dfsu run tiny`"
