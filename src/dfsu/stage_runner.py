@@ -188,11 +188,9 @@ class Stages:
     ) -> str:
         """Run ``fn(view)`` for stage ``name`` unless it is current; returns the stage's key.
         ``sealed``: whether it runs behind the owner's boundary (default: ``data_free``)."""
-        kind = name.split(":")[0]
-        reads = READS[kind]
-        key = _key(upstream, {s: _section(self.cfg, s) for s in reads})
-        entry = read_manifest(self.path).get("stages", {}).get(name, {})
-        if not self.due(name, upstream, outputs):
+        reads = READS[name.split(":")[0]]
+        key, entry, due = self._state(name, upstream, outputs)
+        if not due:
             info(f"[dim]{name}: up to date[/dim]")
             self.timings[name] = entry.get("seconds", 0.0)
             self.profile.reused(name)
@@ -220,16 +218,23 @@ class Stages:
 
     def due(self, name: str, upstream: list[Any], outputs: list[Path]) -> bool:
         """Whether stage ``name`` would run: forced, its key changed, or an output missing."""
+        return self._state(name, upstream, outputs)[2]
+
+    def _state(
+        self, name: str, upstream: list[Any], outputs: list[Path]
+    ) -> tuple[str, dict[str, Any], bool]:
+        """The stage's key, its manifest entry, and whether it is due."""
         kind = name.split(":")[0]
         key = _key(upstream, {s: _section(self.cfg, s) for s in READS[kind]})
         entry = read_manifest(self.path).get("stages", {}).get(name, {})
-        return (
+        due = (
             name in self.force
             or kind in self.force
             or entry.get("key") != key
             or entry.get("status") != "done"
             or not all(p.exists() for p in outputs)
         )
+        return key, entry, due
 
 
 def stage_upstream(
