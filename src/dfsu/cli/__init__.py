@@ -28,6 +28,7 @@ from dfsu.cli.stages import (
     cmd_train_target,
 )
 from dfsu.cli.tools import add_tool_parsers, cmd_audit, cmd_config, cmd_evaluate, cmd_score
+from dfsu.components.allocator import keep_freed_memory
 from dfsu.errors import DfsuError
 
 
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     from dfsu.ui import set_quiet
 
     set_quiet(args.quiet)
+    keep_freed_memory()  # faster training steps on CPU, the same values
     # Everything dfsu writes (run directories, generations, reports) may hold PII: owner-only.
     os.umask(0o077)
     if args.command == "pii":
