@@ -92,3 +92,26 @@ def test_the_command_table_in_order_then_run(tmp_path, capsys):
     annotators = {json.loads(x)["annotator"] for x in self_texts}
     now = (run / "pseudo" / "self" / "pseudo.jsonl").read_text().splitlines()
     assert {json.loads(x)["annotator"] for x in now} == annotators  # the run's own annotator
+
+
+def test_the_demo_runs_its_rows_or_the_ones_given(tmp_path, monkeypatch, capsys):
+    from dfsu import pipeline
+    from dfsu.cli import run as run_commands
+
+    asked = []
+
+    def fake_pipeline(cfg, run, rows, *rest):
+        asked.append(rows)
+        raise SystemExit(0)  # stop before the summary: only the rows are under test
+
+    monkeypatch.setattr(pipeline, "run_pipeline", fake_pipeline)
+    monkeypatch.setattr(run_commands, "print_target_summary", lambda path: None)
+    out = str(tmp_path / "demo")
+    for flags in ([], ["--rows", "original, dfsu-loop"], ["--full"]):
+        with pytest.raises(SystemExit):
+            main(["--quiet", "demo", "--out", out, *flags])
+    assert asked == [pipeline.DEMO_ROWS, ["original", "dfsu-loop"], None]
+    assert pipeline.DEMO_ROWS == ["original", "oracle", "dfsu"]
+
+    assert main(["demo", "--out", out, "--full", "--rows", "original"]) == 2
+    assert "give --full or --rows, not both" in capsys.readouterr().err
