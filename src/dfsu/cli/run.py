@@ -85,6 +85,11 @@ def add_run_parsers(sub: Any) -> None:
     sweep.add_argument("--show-pii", action="store_true", help="true PII values in the reports")
     sweep.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
+    _add_demo_parser(sub)
+
+
+def _add_demo_parser(sub: Any) -> None:
+    """`dfsu demo`: the demo config's core rows, or the rows given, or every row."""
     demo = sub.add_parser(
         "demo", help="the embedded default end to end (tiny, a lighter inverter), with a summary"
     )
