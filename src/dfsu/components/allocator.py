@@ -36,11 +36,12 @@ def keep_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-        glibc = libc.gnu_get_libc_version  # only glibc has it (musl's mallopt does nothing)
-    except (OSError, AttributeError):
+    except OSError:
         return False
-    del glibc
+    # Only glibc has gnu_get_libc_version (musl's mallopt does nothing).
+    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
+        return False
+    mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     settings = (
         (M_MMAP_THRESHOLD, MMAP_THRESHOLD),
