@@ -97,7 +97,8 @@ def main() -> None:
     )
     same = len({r["loss"] for rows in runs.values() for r in rows}) == 1
     print(f"speed-up {ratio:.2f}x, page faults {fault_ratio:.1f}x fewer, same losses: {same}")
-    print(f"(this process: {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024} MiB)")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    print(f"(the largest measuring process peaked at {peak} MiB)")
 
 
 if __name__ == "__main__":

@@ -96,7 +96,6 @@ def test_the_command_table_in_order_then_run(tmp_path, capsys):
 
 def test_the_demo_runs_its_rows_or_the_ones_given(tmp_path, monkeypatch, capsys):
     from dfsu import pipeline
-    from dfsu.cli import run as run_commands
 
     asked = []
 
@@ -105,7 +104,6 @@ def test_the_demo_runs_its_rows_or_the_ones_given(tmp_path, monkeypatch, capsys)
         raise SystemExit(0)  # stop before the summary: only the rows are under test
 
     monkeypatch.setattr(pipeline, "run_pipeline", fake_pipeline)
-    monkeypatch.setattr(run_commands, "print_target_summary", lambda path: None)
     out = str(tmp_path / "demo")
     for flags in ([], ["--rows", "original, dfsu-loop"], ["--full"]):
         with pytest.raises(SystemExit):
