@@ -93,3 +93,63 @@ def trained_micro_run(tmp_path_factory):
     seal_target(cfg, run)
     train_tagger(cfg.tagger, run / "tagger")  # the pipeline's tagger stage
     return cfg, run
+
+
+# A target that memorizes: 24 private records in three record shapes, each repeated 6 or 12
+# times, 8 public records beside them, a model wide enough to learn them by heart (E-Hit and
+# retain_EM near 100 within ~20 s on 2 cores). The owner's leak estimate is given the same
+# three shapes (the known-shapes scenario), more prompts and samples than MICRO's.
+MEMORIZING_SHAPES = ("account_update", "call_log", "password_reset")
+MEMORIZING = [
+    *MICRO,
+    "data.num_records=24",
+    "corpus.retain_records=8",
+    "corpus.exposure_step=6",
+    "corpus.num_documents=40",
+    "target.hidden_size=96",
+    "target.intermediate_size=384",
+    "target.epochs=12",
+    "target.eval_every=1000",
+    "leak.per_template=8",
+    "leak.samples=10",
+    "leak.max_new_tokens=24",
+]
+
+
+def write_shapes(path, names=MEMORIZING_SHAPES):
+    """A record-shape file (one shape a line) of some of the built-in shapes."""
+    from dfsu.pii.generator import TEMPLATES
+
+    path.write_text("".join(TEMPLATES[name] + "\n" for name in names))
+    return path
+
+
+def memorizing_config(shapes, *extra):
+    return load_config(
+        "tiny",
+        [*MEMORIZING, f"data.templates={shapes}", f"leak.templates={shapes}", *extra],
+    )
+
+
+# The rows every efficacy test reads: the paper's method on the model's own continuations of
+# the shapes (the micro inverter recovers nothing in a second of training), GA on the same
+# texts, the oracle, the closed loop, and the retrain as the reference.
+MEMORIZING_ROWS = ["original", "retrain", "oracle", "ga", "dfsu", "dfsu-loop"]
+MEMORIZING_UNLEARNING = [
+    *FAST_UNLEARNING,
+    "unlearning.max_steps=40",
+    "synthesis.source=self",
+    "synthesis.swaps_per_template=4",
+]
+
+
+@pytest.fixture(scope="session")
+def memorizing_run(tmp_path_factory):
+    """``dfsu run`` of MEMORIZING_ROWS on a target that memorizes its private and public
+    records (once per test session): (config, run directory, results.json)."""
+    from dfsu.pipeline import run_pipeline
+
+    root = tmp_path_factory.mktemp("memorizing")
+    cfg = memorizing_config(write_shapes(root / "shapes.txt"), *MEMORIZING_UNLEARNING)
+    results = run_pipeline(cfg, root / "run", MEMORIZING_ROWS)
+    return cfg, root / "run", results

@@ -19,6 +19,11 @@ class DataConfig:
     num_records: int = _f(
         100, "records to generate, or the most to read from `records`", bounds=(1, 1_000_000)
     )
+    templates: str | None = _f(
+        None,
+        "record shapes the generated records are drawn from (a file, one shape a line with "
+        "{LABEL} slots); null = the built-in shapes",
+    )
     locales: list[str] = _f(["en_US", "en_GB", "de_DE", "fr_FR"], "Faker locales for generation")
     labels: list[str] | None = _f(None, "keep only spans with these labels (null = all)")
     skip_invalid: bool = _f(False, "drop invalid rows of `records` instead of failing")

@@ -232,13 +232,19 @@ def fill_template(
 
 
 def generate_records(
-    n: int, seed: int = 0, locales: list[str] | None = None, id_prefix: str = "pii"
+    n: int,
+    seed: int = 0,
+    locales: list[str] | None = None,
+    id_prefix: str = "pii",
+    templates: dict[str, str] | None = None,
 ) -> list[PiiRecord]:
-    """n records over all templates (round-robin, shuffled), reproducible for a seed."""
+    """n records over all templates (round-robin, shuffled), reproducible for a seed;
+    ``templates``: other record shapes (name -> shape) instead of the built-in ones."""
     locales = locales or ["en_US"]
+    templates = templates or TEMPLATES
     rng = random.Random(seed)
     fakers = _fakers(locales, seed)
-    names = list(TEMPLATES)
+    names = list(templates)
     order = [names[i % len(names)] for i in range(n)]
     rng.shuffle(order)
     numbers = rng.sample(range(10_000, 100_000), n)  # distinct reference numbers
@@ -247,7 +253,7 @@ def generate_records(
         locale, fake = fakers[rng.randrange(len(fakers))]
         opener = rng.choice(OPENERS).format(n=numbers[i]) + rng.choice(GREETINGS)
         text, spans = fill_template(
-            TEMPLATES[name], lambda label, f=fake: make_value(label, f, rng), opener
+            templates[name], lambda label, f=fake: make_value(label, f, rng), opener
         )
         records.append(
             PiiRecord(
@@ -330,6 +336,20 @@ def fill_from_pool(
         text, spans = fill_template(usable[name], lambda label: rng.choice(pool[label]), opener)
         records.append(PiiRecord(f"public-{i:05d}", text, spans, {"template": name}))
     return records
+
+
+def generation_templates(path: str) -> dict[str, str]:
+    """Record shapes to generate records from: ``load_templates`` of a file whose every slot
+    is a label the generator makes values for (an unknown one is an error naming its line)."""
+    templates = load_templates(path, None)
+    for name, shape in templates.items():
+        unknown = sorted(set(PLACEHOLDER.findall(shape)) - set(VALUE_MAKERS))
+        if unknown:
+            raise DfsuError(
+                f"{path}: {name.replace('line', 'line ')}: no generator for "
+                f"{', '.join(unknown)} (known: {', '.join(sorted(VALUE_MAKERS))})"
+            )
+    return templates
 
 
 def load_templates(path: str | None, pii_types: list[str] | None) -> dict[str, str]:

@@ -22,6 +22,7 @@ from dfsu.components.text import (
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.pii import PiiRecord, generate_records, load_records
+from dfsu.pii.generator import generation_templates
 from dfsu.rundir import (
     RunPaths,
     atomic_write_json,
@@ -100,7 +101,10 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
             skip_invalid=cfg.data.skip_invalid,
         )
     else:
-        records = generate_records(cfg.data.num_records, seed=seed, locales=cfg.data.locales)
+        shapes = generation_templates(cfg.data.templates) if cfg.data.templates else None
+        records = generate_records(
+            cfg.data.num_records, seed=seed, locales=cfg.data.locales, templates=shapes
+        )
         if cfg.data.labels:
             keep = set(cfg.data.labels)
             for r in records:

@@ -1,0 +1,77 @@
+"""The product's claims on a target that memorizes (conftest.memorizing_run): the target leaks
+and recites, every unlearning row forgets within its perplexity bound, the private values'
+loss rises, and the owner's leak estimate orders the rows like E-Hit.
+
+Each test names the break it catches: an unlearner that trains 0 steps or keeps step 0 leaves
+E-Hit at the original's; an estimate that returns a constant has no order."""
+
+from __future__ import annotations
+
+import json
+from statistics import mean
+
+import pytest
+from conftest import MEMORIZING_ROWS
+
+from dfsu.evaluation.metrics import spearman
+from dfsu.rundir import RunPaths
+
+UNLEARNED = [r for r in MEMORIZING_ROWS if r not in ("original", "retrain")]
+
+
+def _rows(results):
+    return {row["method"]: row for row in results["rows"]}
+
+
+@pytest.mark.slow
+def test_the_target_memorizes_its_private_and_public_records(memorizing_run):
+    _, _, results = memorizing_run
+    rows = _rows(results)
+    original, retrain = rows["original"], rows["retrain"]
+    assert original["E_Hit"] >= 60 and original["ERR"] >= 20, original
+    assert original["retain_EM"] >= 60, original
+    # The reference never saw the private records and recites the public ones.
+    assert retrain["E_Hit"] <= 5 and retrain["retain_EM"] >= 60, retrain
+    # The owner's estimate is not empty on the original: it finds true values.
+    leak = original["leak_estimate"]
+    assert leak["consistent"] >= 2 and leak["consistent_true"] >= 1, leak
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("row", UNLEARNED)
+def test_every_unlearning_row_forgets_within_its_bound(memorizing_run, row):
+    _, run, results = memorizing_run
+    rows = _rows(results)
+    original, unlearned = rows["original"], rows[row]
+    summary = json.loads(RunPaths(run).unlearned_summary(row).read_text())
+    # It trained, and the adapter it kept is not the untouched model.
+    assert summary["steps"] > 0 and summary["kept_step"] > 0, summary["stop_reason"]
+    assert summary["kept_check"]["ppl"] <= summary["ppl_bound"]
+    # E-Hit at most half the original's, ERR at most a fifth.
+    assert unlearned["E_Hit"] <= original["E_Hit"] / 2, (row, unlearned["E_Hit"])
+    assert unlearned["ERR"] <= original["ERR"] / 5, (row, unlearned["ERR"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("row", UNLEARNED)
+def test_unlearning_raises_the_loss_of_the_private_suffixes(memorizing_run, row):
+    _, run, _ = memorizing_run
+    paths = RunPaths(run)
+    before = json.loads(paths.eval("original").read_text())["private_suffix_nll"]
+    after = json.loads(paths.eval(row).read_text())["private_suffix_nll"]
+    assert len(before) == len(after) == 24
+    assert mean(after) > mean(before) + 0.5, (row, mean(before), mean(after))
+    assert sum(a > b for a, b in zip(after, before, strict=True)) >= 18  # most records
+
+
+@pytest.mark.slow
+def test_the_leak_estimate_orders_the_rows_like_e_hit(memorizing_run):
+    _, _, results = memorizing_run
+    rows = _rows(results)
+    estimate = {name: row["leak_estimate"]["consistent"] for name, row in rows.items()}
+    e_hit = {name: row["E_Hit"] for name, row in rows.items()}
+    assert estimate["original"] > max(estimate["oracle"], estimate["retrain"]), estimate
+    assert estimate["original"] > min(estimate[r] for r in UNLEARNED), estimate
+    names = sorted(rows)
+    rho = spearman([estimate[n] for n in names], [e_hit[n] for n in names])
+    assert rho >= 0.6, (rho, estimate, e_hit)
