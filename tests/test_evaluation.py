@@ -241,6 +241,12 @@ def test_one_token_labels_are_read_from_one_sequence_per_prompt_with_the_same_sc
     # A two-token label is summed over its tokens, pair by pair.
     two = label_scores(model, prompts, [[11], [12, 13]], 0, batch_size=4)
     assert two[0] == pytest.approx(single[0], abs=1e-4) and two[1] < single[1]
+    # A prompt longer than the model's context keeps its last tokens (it failed with an
+    # index error before): the same scores as the prompt cut by hand.
+    model.config.max_position_embeddings = 5
+    long = label_scores(model, [[1, 2, 3, *prompts[2]]], labels, 0)
+    cut = label_scores(model, [prompts[2][-4:]], labels, 0)
+    assert long == pytest.approx(cut, abs=1e-5)
 
 
 def test_the_sampling_batch_is_a_setting_of_the_evaluation():

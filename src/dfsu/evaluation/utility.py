@@ -123,10 +123,13 @@ def label_scores(
 
     Every (prompt, label) pair is one sequence; when every verbalizer is one token, one
     sequence per prompt gives all of them (the same figures at a third of the cost) unless
-    ``pairs`` asks for the pair-by-pair reference."""
+    ``pairs`` asks for the pair-by-pair reference. A prompt longer than the model's context
+    keeps its last tokens (the question is at its end)."""
     single = not pairs and all(len(v) == 1 for v in verbalizers)
+    room = default_window(model) - max(len(v) for v in verbalizers)
     sequences, spans = [], []
     for prompt in prompts:
+        prompt = prompt[-room:]
         for verb in verbalizers[:1] if single else verbalizers:
             sequences.append(prompt + verb)
             spans.append((len(prompt), len(prompt) + len(verb)))

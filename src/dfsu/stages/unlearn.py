@@ -44,6 +44,7 @@ from dfsu.components.training import TrainLoop
 from dfsu.config import RECITE_BRANCHES, RunConfig, UnlearnConfig
 from dfsu.errors import DfsuError
 from dfsu.evaluation.leak import leak_meter
+from dfsu.evaluation.utility import default_window
 from dfsu.owner import Owner, as_owner
 from dfsu.pii.run_records import read_records
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, safe_name, staged_dir
@@ -177,6 +178,26 @@ def _data(
     )
 
 
+class _Overlay:
+    """A config with some sections replaced (``cfg`` may be a stage's ``ConfigView``)."""
+
+    def __init__(self, cfg: Any, **sections: Any):
+        self._cfg, self._sections = cfg, sections
+
+    def __getattr__(self, name: str) -> Any:
+        return self._sections[name] if name in self._sections else getattr(self._cfg, name)
+
+
+def _fit_context(cfg: Any, model: Any) -> Any:
+    """``cfg`` with unlearning.max_length cut to the model's context (a text is EOS + at most
+    max_length tokens): a GPT-2 of 128 positions fails on a longer one."""
+    uc = cfg.unlearning
+    context = default_window(model) - 1
+    if uc.max_length <= context:
+        return cfg
+    return _Overlay(cfg, unlearning=dataclasses.replace(uc, max_length=context))
+
+
 def _adapted_model(owner: Owner, uc: UnlearnConfig) -> tuple[Any, Any, list[str]]:
     """The owner's frozen model with LoRA adapters on the chosen modules, its tokenizer and
     the module names (every one must exist in the model)."""
@@ -221,6 +242,8 @@ def unlearn(
     torch.manual_seed(cfg.seed)
 
     model, tokenizer, modules = _adapted_model(owner, uc)
+    cfg = _fit_context(cfg, model)
+    uc = cfg.unlearning
     inputs = _data(cfg, owner, data, (pseudo, truth), tokenizer, METHODS[method])
     lr = learning_rate(METHODS[method], uc)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
