@@ -35,11 +35,46 @@ row = (
     )
     | values
 )
+
+
+@st.composite
+def valid_rows(draw):
+    """A row the reader must accept: text pieces and entities joined, exact offsets, in one
+    of the accepted shapes (a list of spans, or the list serialized as a JSON string)."""
+    text, mask = "", []
+    for _ in range(draw(st.integers(0, 3))):
+        text += draw(st.text(max_size=8))
+        value = draw(st.text(min_size=1, max_size=8))
+        label = draw(st.sampled_from(["EMAIL", "IPV4", "FIRSTNAME", "USERNAME", "city"]))
+        mask.append(
+            {"value": value, "start": len(text), "end": len(text) + len(value), "label": label}
+        )
+        text += value
+    text += draw(st.text(max_size=8))
+    out = {"source_text": text, "privacy_mask": mask}
+    if draw(st.booleans()):
+        out["privacy_mask"] = json.dumps(mask)
+    if draw(st.booleans()):
+        out["id"] = draw(st.text(max_size=6) | st.integers())
+    return out
+
+
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FUZZ
-@given(row)
+@given(valid_rows())
+def test_parse_row_accepts_every_valid_row_with_its_exact_spans(raw):
+    record = parse_row(raw, 7)
+    mask = raw["privacy_mask"]
+    mask = json.loads(mask) if isinstance(mask, str) else mask
+    assert record.text == raw["source_text"] and len(record.spans) == len(mask)
+    assert [s.value for s in record.spans] == [m["value"] for m in mask]
+    assert record.id == (str(raw["id"]) if "id" in raw else "row7")
+
+
+@FUZZ
+@given(valid_rows() | row)
 def test_parse_row_returns_a_record_or_a_reason(raw):
     try:
         record = parse_row(raw, 1)
@@ -51,7 +86,7 @@ def test_parse_row_returns_a_record_or_a_reason(raw):
 
 
 @FUZZ
-@given(st.lists(row, min_size=1, max_size=5))
+@given(st.lists(valid_rows() | row, min_size=1, max_size=5))
 def test_reading_a_file_of_arbitrary_rows(tmp_path_factory, rows):
     path = tmp_path_factory.mktemp("fuzz") / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -31,19 +31,21 @@ def _without_timings(path):
     return data
 
 
-# What each stage opened under RUN/data, seen by an audit hook of the test's own (apart from
-# the pipeline's boundary, so that it catches a boundary that stopped working).
+# What each stage opened under RUN/data, RUN/eval (true suffixes), the oracle's adapter and
+# the retrain, seen by an audit hook of the test's own (apart from the pipeline's boundary,
+# so that it catches a boundary that stopped working).
 OPENED: list[tuple[str | None, str]] = []
-_WATCH: dict = {"root": None, "stage": None}
+_WATCH: dict = {"roots": (), "stage": None}
 
 
 def _recorder(event, args):
-    if event not in ("open", "os.listdir", "os.scandir") or not _WATCH["root"] or not args:
+    if event not in ("open", "os.listdir", "os.scandir") or not _WATCH["roots"] or not args:
         return
     if isinstance(args[0], str | bytes | os.PathLike):
-        path = os.path.abspath(os.fsdecode(args[0]))
-        if path == _WATCH["root"] or path.startswith(_WATCH["root"] + os.sep):
-            OPENED.append((_WATCH["stage"], path))
+        path = os.path.realpath(os.path.abspath(os.fsdecode(args[0])))
+        for root in _WATCH["roots"]:
+            if path == root or path.startswith(root + os.sep):
+                OPENED.append((_WATCH["stage"], path))
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +63,14 @@ def reference(tmp_path_factory):
         finally:
             _WATCH["stage"] = None
 
-    _WATCH["root"] = os.path.realpath(run / "data")
+    watched_dirs = [run / "data", run / "eval", run / "unlearned" / "oracle", run / "retrain"]
+    _WATCH["roots"] = tuple(os.path.realpath(p) for p in watched_dirs)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Stages, "__call__", watched)
         try:
             run_pipeline(load_config("tiny", OVERRIDES), run, ROWS)
         finally:
-            _WATCH["root"] = None
+            _WATCH["roots"] = ()
     return run
 
 
@@ -100,6 +103,8 @@ def test_no_data_free_stage_opens_anything_under_run_data(reference):
     # itself, outside any stage, reads the records it hands the oracle.)
     readers = {stage for stage, _ in OPENED}
     assert {"target", "evaluate:original", "evaluate:dfsu", None} <= readers
+    watched = {p.split(os.sep + "run" + os.sep, 1)[1].split(os.sep)[0] for _, p in OPENED}
+    assert {"data", "eval", "unlearned"} <= watched  # the evaluations and the oracle seen
     # The sealed side holds the model files and the owner's public text, nothing of RUN/data.
     sealed = reference / "sealed"
     assert sorted(p.name for p in sealed.iterdir()) == [

@@ -115,10 +115,13 @@ def test_an_unknown_forced_stage_is_an_error(tmp_path, capsys, stage):
 
 
 def test_known_forced_stages_pass():
-    from dfsu.pipeline import check_force
+    from dfsu.pipeline import check_force, stage_names
 
-    check_force(["target", "unlearn:ga", "evaluate:dfsu-loop", "annotate:self", "unlearn"])
-    check_force(["evaluate:original", "evaluate:retrain", "retrain"])
+    known = ["target", "unlearn:ga", "evaluate:dfsu-loop", "annotate:self", "unlearn"]
+    known += ["evaluate:original", "evaluate:retrain", "retrain"]
+    check_force(known)  # raises on an unknown name (test_an_unknown_forced_stage_is_an_error)
+    assert set(known) <= set(stage_names())
+    assert "unlearn:retrain" not in stage_names() and "evaluate:nothing" not in stage_names()
 
 
 def test_rows_left_out_of_an_earlier_results_file_are_an_error(tmp_path, capsys):

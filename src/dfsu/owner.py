@@ -212,10 +212,23 @@ def _audit(event: str, args: tuple) -> None:
     roots, stage = _REFUSED.get()
     if not roots or not args or not isinstance(args[0], str | bytes | os.PathLike):
         return
-    path = os.path.abspath(os.fsdecode(args[0]))
-    for root in roots:
-        if path == root or path.startswith(root + os.sep):
-            raise DfsuError(f"{stage}: refused to read {path}: a data-free stage never reads it")
+    given = os.path.abspath(os.fsdecode(args[0]))
+    for path in dict.fromkeys((given, os.path.realpath(given))):  # a link into a root, too
+        for root in roots:
+            if path == root or path.startswith(root + os.sep):
+                raise DfsuError(
+                    f"{stage}: refused to read {path}: a data-free stage never reads it"
+                )
+
+
+def refused(run: str | Path, stage: str) -> list[Path]:
+    """What a data-free stage of ``run`` may never open: the data (RUN/data), every
+    evaluation (RUN/eval: true suffixes and entities), the models made from the records (the
+    oracle's adapter, the retrain), and the unsealed target (its probes quote records) for
+    every stage but the seal, which copies the model files out of it."""
+    paths = RunPaths(run)
+    out = [paths.data, paths.root / "eval", paths.unlearned("oracle"), paths.retrain]
+    return out if stage == "seal" else [*out, paths.target]
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from typing import Any
 from dfsu.components import profiling
 from dfsu.config import RunConfig, config_to_dict, neutral_free
 from dfsu.errors import DfsuError
-from dfsu.owner import boundary
+from dfsu.owner import boundary, refused
 from dfsu.rows import KNOWN_ROWS, TRAINED, row_recipe
 from dfsu.rundir import RunPaths, atomic_write_json, read_manifest
 from dfsu.ui import info
@@ -200,8 +200,7 @@ class Stages:
         # A data-free stage runs behind the owner's boundary: RUN/data cannot be opened.
         if sealed is None:
             sealed = data_free(self.cfg, name)
-        refused = [RunPaths(self.run).data] if sealed else []
-        with boundary(refused, name):
+        with boundary(refused(self.run, name) if sealed else [], name):
             fn(ConfigView(self.cfg, name, reads))  # type: ignore[arg-type]
         seconds = round(time.time() - started, 2)
         self.profile.measured(name, seconds, counts)
@@ -395,10 +394,13 @@ def _train_tagger_child(cfg: RunConfig, run: Path, log: Path) -> None:
     try:
         with open(log, "w", encoding="utf-8") as out:
             ui.console = Console(file=out, width=200, color_system=None)
-            paths = RunPaths(run)
-            with boundary([paths.data], "tagger"):
-                train_tagger(cfg.tagger, paths.tagger)
-    except BaseException:  # the parent trains it again and reports the error
+            try:
+                with boundary(refused(run, "tagger"), "tagger"):
+                    train_tagger(cfg.tagger, RunPaths(run).tagger)
+            except BaseException as exc:  # shown by the parent, which trains it again
+                out.write(f"tagger (child process): {exc}\n")
+                raise
+    except BaseException:
         os._exit(1)
     os._exit(0)
 
