@@ -118,13 +118,60 @@ def render_single(path: Path, data: dict, doc: Path) -> list[str]:
             for p in data["points"]
             for r in p.get("rows", [])
         ]
+        attacked: list[str] = []
     else:
         body = [[r["method"], *(single_cell(r, c) for c in COLUMNS)] for r in data["rows"]]
+        rows = {r["method"]: r for r in data["rows"]}
+        attacked = attack_table([rows], list(rows))
     note = (
         "One run: E-Hit and retain_EM with their 95 % bootstrap intervals (the sampling noise"
         " of the evaluation, not the spread between training runs)."
     )
-    return [*table(header, body), "", note, *provenance([path], [data], doc)]
+    return [*table(header, body), *attacked, "", note, *provenance([path], [data], doc)]
+
+
+def attack_columns(row_lists: list[list[dict]]) -> list[tuple[str, str, str]]:
+    """(header, attack, key) for every attack some row carries: E-Hit under each attack,
+    retain_EM after each weight attack, the membership AUC and PrivLeak."""
+    labels: list[str] = []
+    for rows in row_lists:
+        for r in rows:
+            labels += [a for a in r.get("attacks") or {} if a not in labels]
+    columns = []
+    for label in labels:
+        if label == "mia":
+            columns += [("MIA AUC", "mia", "AUC"), ("PrivLeak", "mia", "PrivLeak")]
+            continue
+        columns.append((f"E-Hit {label}", label, "E_Hit"))
+        if label.startswith(("quant", "relearn")):
+            columns.append((f"retain_EM {label}", label, "retain_EM"))
+    return columns
+
+
+def attack_table(by_seed: list[dict[str, dict]], methods: list[str]) -> list[str]:
+    """The rows under attack (``evaluation.attacks``), one value per seed as in the main
+    table; [] when no row was attacked."""
+    columns = attack_columns([list(rows.values()) for rows in by_seed])
+    if not columns:
+        return []
+    body = []
+    for method in methods:
+        cells = [method]
+        for _, attack, key in columns:
+            values = [
+                ((rows[method].get("attacks") or {}).get(attack) or {}).get(key)
+                if method in rows
+                else None
+                for rows in by_seed
+            ]
+            cells.append(seeds_cell(values, 1))
+        body.append(cells)
+    return [
+        "",
+        "Under attack (`evaluation.attacks`):",
+        "",
+        *table(["row", *(c[0] for c in columns)], body),
+    ]
 
 
 def render_seeds(seeds: list[tuple[int, Path, dict]], doc: Path) -> list[str]:
@@ -146,8 +193,10 @@ def render_seeds(seeds: list[tuple[int, Path, dict]], doc: Path) -> list[str]:
     )
     files = [p for _, p, _ in seeds]
     datas = [d for _, _, d in seeds]
+    methods = [cells[0] for cells in body]
     return [
         *table(["row", *(c[0] for c in COLUMNS)], body),
+        *attack_table(by_seed, methods),
         "",
         note,
         *provenance(files, datas, doc),

@@ -112,6 +112,18 @@ def add_vs_retrain(rows: list[dict[str, Any]], losses: dict[str, list[float]]) -
             gap["ks_statistic"] = gap["forget_quality"] = None
         row["vs_retrain"] = gap
         row["leak_above_retrain"] = gap["leak_consistent"]
+        _add_priv_leak(row, ref)
+
+
+def _add_priv_leak(row: dict[str, Any], ref: dict[str, Any]) -> None:
+    """MUSE's PrivLeak of a row whose evaluation ran the ``mia`` attack, against the
+    retrain's AUC."""
+    from dfsu.evaluation.attacks import priv_leak
+
+    mine = row.get("attacks", {}).get("mia", {}).get("AUC")
+    theirs = ref.get("attacks", {}).get("mia", {}).get("AUC")
+    if mine is not None and theirs:
+        row["attacks"]["mia"]["PrivLeak"] = round(priv_leak(mine, theirs), 2)
 
 
 def suffix_losses(
@@ -139,6 +151,8 @@ def result_row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
     row["ci"] = result["ci"]
     if "E_Hit_by_label" in result:
         row["E_Hit_by_label"] = result["E_Hit_by_label"]
+    if "attacks" in result:
+        row["attacks"] = result["attacks"]
     if "leak_estimate" in result:
         keys = (
             "consistent",

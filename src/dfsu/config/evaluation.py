@@ -28,9 +28,37 @@ class EvalConfig:
         neutral=16,
         bounds=(1, 65_536),
     )
+    attacks: list[str] = _f(
+        [],
+        "attacks each evaluated model is also read under (dfsu.evaluation.attacks): "
+        "samples:K, greedy, quant:B, relearn:N, mia; [] = none",
+        neutral=[],
+    )
+    attack_group: int = _f(
+        64, "weights per quantization group (attack quant:B)", neutral=64, bounds=(1, 1 << 20)
+    )
+    relearn_lr: float = _f(1e-4, "AdamW learning rate of the relearning attack", neutral=1e-4)
+    relearn_batch: int = _f(
+        8, "sequences per step of the relearning attack", neutral=8, bounds=(1, 4096)
+    )
 
     def __post_init__(self) -> None:
+        from dfsu.config.attacks import parse_attack
+
         _check_ranges(self, "evaluation.")
+        _check(isinstance(self.attacks, list), "evaluation.attacks", "must be a list")
+        for text in self.attacks:
+            try:
+                parse_attack(text)
+            except ValueError as exc:
+                _check(False, "evaluation.attacks", str(exc))
+        labels = [parse_attack(t).label for t in self.attacks]
+        _check(len(set(labels)) == len(labels), "evaluation.attacks", "lists an attack twice")
+        _check(
+            math.isfinite(self.relearn_lr) and self.relearn_lr > 0,
+            "evaluation.relearn_lr",
+            "must be finite and > 0",
+        )
         ok = self.prefix == "first_entity" or (
             self.prefix.startswith("tokens:")
             and self.prefix[7:].isdigit()

@@ -132,6 +132,8 @@ def evaluate_model(
     if kept:
         result["ci"] |= kept.pop("retain_ci")
         result |= kept
+    if ec.attacks:  # does the forgetting survive attacks that need no private data?
+        result["attacks"] = _attacks(cfg, run, model, tokenizer, prompts, device)
     if cfg.leak.enabled:  # what the model still emits, measured without the records
         result["leak_estimate"] = _leak(cfg, run, model, tokenizer, device, records, show_pii)
     result["sampling"] = {
@@ -190,6 +192,15 @@ def _write_result(out: Path, result: dict, gen_path: Path, samples: list) -> Non
     except BaseException:  # no true suffixes left behind without their result
         gen_path.unlink(missing_ok=True)
         raise
+
+
+def _attacks(cfg, run, model, tokenizer, prompts, device) -> dict[str, Any]:
+    from dfsu.evaluation.attacks import run_attacks
+
+    public = RunPaths(run).sealed_public
+    texts = [r["text"] for r in read_jsonl(public)] if public.is_file() else []
+    retain = read_retain_records(run)
+    return run_attacks(cfg, model, tokenizer, prompts, retain, texts, device)
 
 
 def _leak(cfg, run, model, tokenizer, device, records, show_pii: bool) -> dict[str, Any]:

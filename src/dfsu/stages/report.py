@@ -12,6 +12,7 @@ from typing import Any
 from dfsu.components.html import CSS, highlight, label_table, scatter
 from dfsu.pii.detectors import detect
 from dfsu.pii.redact import redact_text
+from dfsu.rows import TRAINED
 from dfsu.rundir import RunPaths, atomic_write_text, read_jsonl
 
 METRICS = ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "retain_EM", "retain_FRS", "keep_EM")
@@ -196,6 +197,45 @@ def _continuations_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
     return sections
 
 
+def _attack_section(rows: list[dict[str, Any]]) -> list[str]:
+    """E-Hit of every row under each attack (``evaluation.attacks``), in words where an attack
+    brought back what unlearning had removed, and E-Hit against E-Hit after relearning."""
+    attacks = list(dict.fromkeys(a for r in rows for a in r.get("attacks") or {} if a != "mia"))
+    if not attacks:
+        return []
+    head = "".join(f"<th>{html.escape(a)}</th>" for a in attacks) + "<th>MIA AUC</th>"
+    body, notes, points = [], [], []
+    for r in rows:
+        got = r.get("attacks") or {}
+        cells = [got.get(a, {}).get("E_Hit") for a in attacks]
+        cells.append((got.get("mia") or {}).get("AUC"))
+        body.append(
+            f"<tr><td>{html.escape(r['method'])}</td>"
+            + "".join(f"<td>{'–' if v is None else f'{v:.1f}'}</td>" for v in cells)
+            + "</tr>"
+        )
+        base = r.get("E_Hit")
+        for a in attacks:
+            value = got.get(a, {}).get("E_Hit")
+            if r["method"] not in TRAINED and None not in (base, value) and value > 2 * base + 5:
+                notes.append(
+                    f"<li>{html.escape(r['method'])}: E-Hit {base:.1f} → {value:.1f} under "
+                    f"{html.escape(a)}: the forgetting did not survive it.</li>"
+                )
+        relearn = next((got[a]["E_Hit"] for a in attacks if a.startswith("relearn")), None)
+        if base is not None and relearn is not None:
+            points.append((r["method"], base, relearn))
+    return [
+        "<h3>Under attack (no private data needed)</h3>",
+        "<p class=muted>E-Hit (%) of the private records when the model is sampled more, "
+        "greedily, quantized, or fine-tuned on public text; MIA AUC: the private records' "
+        "suffix loss against unseen records of the same shapes (50 = no trace).</p>",
+        f"<table><tr><th>method</th>{head}</tr>{''.join(body)}</table>",
+        f"<ul>{''.join(notes)}</ul>" if notes else "<p>Every row's forgetting held.</p>",
+        scatter(points, "E-Hit (%)", "E-Hit after relearning (%)", marked=MARKED) if points else "",
+    ]
+
+
 def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> Path:
     rows = payload["rows"]
     points = [
@@ -223,6 +263,7 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
         scatter(points, "held-out perplexity", "E-Hit (%)"),
         *_retrain_section(rows),
         *_leak_section(rows),
+        *_attack_section(rows),
         "<h3>Training trajectories (every check)</h3>",
         scatter([], "held-out perplexity", "held-out PII-token loss (nats)", lines),
         *_inverter_section(payload.get("inverter")),

@@ -1,0 +1,214 @@
+"""Attacks on an unlearned model that need no private data: does the forgetting survive them?
+
+Each attack is a name (``evaluation.attacks``), optionally with an argument after a colon:
+
+    samples:K     K sampled continuations per prefix instead of the evaluation's K
+    greedy        one greedy continuation per prefix
+    quant:B       the weights of every linear layer rounded to B bits (symmetric, per-row groups
+                  of ``evaluation.attack_group`` weights, round to nearest), saved back as floats
+    relearn:N     N steps of full fine-tuning (AdamW) on the owner's public text
+    mia           membership inference: AUC of the private records' suffix loss against
+                  records of the same shapes the model never saw
+
+A sampling attack changes how the model is read, a weight attack changes the model (a copy:
+the model evaluated is left as it was). Forgetting that an attack undoes was suppression,
+not removal; the retrain is the reference (its relearning E-Hit stays near 0).
+
+``quantize_rtn``, ``auc`` and ``parse_attack`` are pure; ``quantized`` and ``relearned``
+return a new model.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from dfsu.config.attacks import ATTACKS, Attack, parse_attack
+from dfsu.errors import DfsuError
+
+__all__ = ["ATTACKS", "Attack", "parse_attack"]  # the names, from the config
+
+
+def quantize_rtn(weight: torch.Tensor, bits: int, group: int) -> torch.Tensor:
+    """Symmetric round-to-nearest of ``weight`` [out, in] in groups of ``group`` consecutive
+    weights of a row, back as floats (pure): scale = max|w| / (2^(B-1) - 1) per group, each
+    weight within scale / 2 of its original."""
+    if weight.dim() != 2:
+        raise ValueError("quantize_rtn: a 2-D weight")
+    rows, cols = weight.shape
+    pad = (-cols) % group
+    w = torch.nn.functional.pad(weight.detach().float(), (0, pad)).reshape(rows, -1, group)
+    levels = 2 ** (bits - 1) - 1
+    scale = w.abs().amax(-1, keepdim=True).clamp_min(1e-12) / levels
+    q = (w / scale).round().clamp(-levels, levels) * scale
+    return q.reshape(rows, -1)[:, :cols].to(weight.dtype)
+
+
+def quantized(model: Any, bits: int, group: int) -> Any:
+    """A copy of ``model`` with every linear layer's weight round-to-nearest quantized (GPT-2's
+    Conv1D, whose weight is [in, out], along its input dimension too); the rest unchanged."""
+    from transformers.pytorch_utils import Conv1D
+
+    out = copy.deepcopy(model)
+    with torch.no_grad():
+        for module in out.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.copy_(quantize_rtn(module.weight, bits, group))
+            elif isinstance(module, Conv1D):
+                module.weight.copy_(quantize_rtn(module.weight.T, bits, group).T)
+    return out
+
+
+def relearned(
+    model: Any,
+    tokenizer: Any,
+    texts: list[str],
+    steps: int,
+    settings: dict[str, Any],
+    device: Any,
+) -> Any:
+    """A copy of ``model`` after ``steps`` AdamW steps of full fine-tuning on ``texts``
+    (packed blocks, ``settings``: lr, batch_size, block_size, seed), as an owner who
+    fine-tunes the unlearned model on public text would."""
+    from dfsu.components.batches import collate, pack_documents
+
+    if not texts:
+        raise DfsuError("attack relearn: no public text to fine-tune on")
+    docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    blocks = pack_documents(docs, settings["block_size"], tokenizer.eos_token_id)
+    out = copy.deepcopy(model).to(device).train()
+    optimizer = torch.optim.AdamW(out.parameters(), lr=settings["lr"], weight_decay=0.0)
+    order = torch.Generator().manual_seed(settings["seed"])
+    pad = tokenizer.pad_token_id or 0
+    for _ in range(steps):
+        pick = torch.randint(len(blocks), (settings["batch_size"],), generator=order)
+        batch = collate([blocks[int(i)] for i in pick], pad)
+        ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+        labels = ids.masked_fill(mask == 0, -100)
+        loss = out(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return out.eval()
+
+
+def auc(members: list[float], others: list[float]) -> float:
+    """P(a member's score > a non-member's), ties counting a half (the Mann-Whitney U
+    statistic over all pairs; pure). Scores: higher = more member-like."""
+    if not members or not others:
+        raise ValueError("auc: both sets must be non-empty")
+    wins = 0.0
+    for m in members:
+        for o in others:
+            wins += 1.0 if m > o else 0.5 if m == o else 0.0
+    return wins / (len(members) * len(others))
+
+
+def priv_leak(auc_model: float, auc_retrain: float) -> float:
+    """MUSE's PrivLeak: (AUC - AUC of the retrain) / AUC of the retrain, in percent (pure);
+    0 = indistinguishable from the retrain, > 0 = the records still stand out."""
+    return 100.0 * (auc_model - auc_retrain) / auc_retrain
+
+
+def unseen_records(cfg: Any, n: int) -> list:
+    """``n`` records of the run's record shapes that no model saw (another generator seed),
+    or [] when the records came from a file (their shapes are not known)."""
+    from dfsu.pii.generator import generate_records, generation_templates
+
+    if cfg.data.records:
+        return []
+    shapes = generation_templates(cfg.data.templates) if cfg.data.templates else None
+    seed = cfg.seed + 7_919  # the corpus draws with ``seed``: other values, other openers
+    return generate_records(n, seed, cfg.data.locales, "unseen", shapes)
+
+
+def run_attacks(
+    cfg: Any,
+    model: Any,
+    tokenizer: Any,
+    prompts: list,
+    retain: list[dict],
+    public: list[str],
+    device: Any,
+) -> dict[str, dict[str, Any]]:
+    """Each of ``evaluation.attacks`` on the model: E-Hit and ERR of the private records'
+    prefixes (``prompts``) under it, retain_EM of the public ``retain`` records for a weight
+    attack; for ``mia`` the AUC. ``public``: the owner's public text (relearning)."""
+    from dfsu.evaluation.metrics import score
+    from dfsu.evaluation.retain import retain_scores
+    from dfsu.evaluation.sampler import sample_prompts
+
+    ec = cfg.evaluation
+    out: dict[str, dict[str, Any]] = {}
+    for attack in map(parse_attack, ec.attacks):
+        if attack.name == "mia":
+            out[attack.label] = membership(cfg, model, tokenizer, prompts, device)
+            continue
+        target, samples = model, None
+        if attack.name in ("samples", "greedy"):
+            samples = _sampled(cfg, model, tokenizer, prompts, attack, device)
+        elif attack.name == "quant":
+            target = quantized(model, attack.arg, ec.attack_group)
+        else:
+            settings = {
+                "lr": ec.relearn_lr,
+                "batch_size": ec.relearn_batch,
+                "block_size": min(256, _context(model)),
+                "seed": cfg.seed,
+            }
+            target = relearned(model, tokenizer, public, attack.arg, settings, device)
+        if samples is None:
+            samples = sample_prompts(target, tokenizer, prompts, cfg, device)
+        metrics = score(samples)
+        row = {"E_Hit": metrics["E_Hit"], "ERR": metrics["ERR"]}
+        if target is not model and retain:
+            row["retain_EM"] = retain_scores(target, tokenizer, retain, device, cfg.seed)[
+                "retain_EM"
+            ]
+        out[attack.label] = row
+    return out
+
+
+def _context(model: Any) -> int:
+    from dfsu.evaluation.utility import default_window
+
+    return default_window(model)
+
+
+def _sampled(cfg: Any, model: Any, tokenizer: Any, prompts: list, attack: Attack, device: Any):
+    from dfsu.evaluation.metrics import Sample
+    from dfsu.evaluation.sampler import evaluation_sampling, sample_continuations
+
+    greedy = attack.name == "greedy"
+    generations = sample_continuations(
+        model,
+        tokenizer,
+        prompts,
+        num_samples=1 if greedy else attack.arg,
+        greedy=greedy,
+        seed=cfg.seed,
+        device=device,
+        **evaluation_sampling(cfg.evaluation),
+    )
+    return [
+        Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))
+        for p, g in zip(prompts, generations, strict=True)
+    ]
+
+
+def membership(cfg: Any, model: Any, tokenizer: Any, prompts: list, device: Any) -> dict:
+    """Loss-based membership inference: AUC of -(suffix loss) of the private records against
+    as many unseen records of the same shapes (0.5 = no trace of membership)."""
+    from dfsu.evaluation.sampler import make_prompts
+    from dfsu.evaluation.utility import suffix_nll
+
+    unseen = make_prompts(unseen_records(cfg, len(prompts)), cfg.evaluation.prefix, tokenizer)
+    if not unseen:
+        return {"AUC": None, "why": "records from a file: no shapes to draw unseen ones from"}
+    batch = cfg.evaluation.batch_size
+    members = suffix_nll(model, tokenizer, [(p.prefix, p.suffix) for p in prompts], batch, device)
+    others = suffix_nll(model, tokenizer, [(p.prefix, p.suffix) for p in unseen], batch, device)
+    value = auc([-x for x in members], [-x for x in others])
+    return {"AUC": round(100 * value, 2), "members": len(members), "unseen": len(others)}

@@ -1,0 +1,174 @@
+"""The attack suite: pure parts on hand-made values, the weight attacks on small models, and
+membership inference and the evaluation's attack rows on the memorizing target."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+from conftest import MICRO
+
+from dfsu.config import load_config
+from dfsu.errors import DfsuError
+from dfsu.evaluation.attacks import (
+    auc,
+    parse_attack,
+    priv_leak,
+    quantize_rtn,
+    quantized,
+    relearned,
+)
+
+
+def test_attack_names_parse_with_their_defaults_and_bad_ones_say_why():
+    assert parse_attack("quant:4").label == "quant:4" and parse_attack("quant").arg == 4
+    assert parse_attack("samples").arg == 50 and parse_attack("greedy").arg is None
+    assert parse_attack("relearn:3").arg == 3 and parse_attack("mia").label == "mia"
+    for bad, why in [
+        ("beam", "not an attack"),
+        ("greedy:2", "takes no argument"),
+        ("quant:x", "whole number"),
+        ("quant:1", r"in \[2, 8\]"),
+        ("samples:0", r"in \[1, 1000\]"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            parse_attack(bad)
+
+
+def test_the_attack_list_is_validated_like_every_config_key():
+    cfg = load_config("tiny", [*MICRO, "evaluation.attacks=[greedy,quant:8,relearn:5,mia]"])
+    assert cfg.evaluation.attacks == ["greedy", "quant:8", "relearn:5", "mia"]
+    with pytest.raises(DfsuError, match="evaluation.attacks.*not an attack"):
+        load_config("tiny", [*MICRO, "evaluation.attacks=[greedy,beam]"])
+    with pytest.raises(DfsuError, match="evaluation.attacks.*twice"):
+        load_config("tiny", [*MICRO, "evaluation.attacks=[quant,quant:4]"])
+
+
+def test_round_to_nearest_stays_within_half_a_step_and_changes_the_weights():
+    torch.manual_seed(0)
+    w = torch.randn(6, 50)  # 50 = 3 groups of 16 and a padded one of 2
+    for bits in (4, 8):
+        q = quantize_rtn(w, bits, 16)
+        assert q.shape == w.shape and not torch.equal(q, w)
+        levels = 2 ** (bits - 1) - 1
+        for start in range(0, 50, 16):
+            group = w[:, start : start + 16]
+            step = group.abs().amax(-1, keepdim=True) / levels
+            assert ((q[:, start : start + 16] - group).abs() <= step / 2 + 1e-6).all()
+            # at most 2 * levels + 1 distinct values per group row
+            assert all(len(set(r.tolist())) <= 2 * levels + 1 for r in q[:, start : start + 16])
+        assert torch.equal(quantize_rtn(q, bits, 16), q)  # already on the grid
+    err4 = (quantize_rtn(w, 4, 16) - w).abs().mean()
+    err8 = (quantize_rtn(w, 8, 16) - w).abs().mean()
+    assert err8 < err4 / 8
+    # Hand-made: max 7 with 4 bits -> step 1, values rounded to integers.
+    assert quantize_rtn(torch.tensor([[7.0, 2.4, -3.6, 0.2]]), 4, 4).tolist() == [
+        [7.0, 2.0, -4.0, 0.0]
+    ]
+
+
+def _gpt2(width=32):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=300, n_positions=64, n_embd=width, n_layer=2, n_head=2)
+    return GPT2LMHeadModel(config).eval()
+
+
+def test_quantized_rounds_every_linear_layer_of_a_copy():
+    from transformers.pytorch_utils import Conv1D
+
+    model = _gpt2()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    out = quantized(model, 4, 16)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # a copy
+    changed = 0
+    for name, module in out.named_modules():
+        if isinstance(module, Conv1D | torch.nn.Linear):
+            original = dict(model.named_modules())[name].weight
+            assert not torch.equal(module.weight, original), name
+            changed += 1
+            w = module.weight if isinstance(module, torch.nn.Linear) else module.weight.T
+            assert all(len(set(r[:16].tolist())) <= 15 for r in w)
+    assert changed == 2 * 4 + 1  # c_attn, c_proj, c_fc, mlp c_proj per layer, lm_head
+
+
+def test_relearning_changes_a_copy_and_reads_only_the_text_it_is_given(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from dfsu.owner import boundary
+
+    raw = Tokenizer(models.BPE(unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel()
+    texts = [f"the owner's public text, line {i}, about rivers and towns." for i in range(20)]
+    raw.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<eos>"]))
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>", pad_token="<eos>")
+    model = _gpt2()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "pii_records.jsonl").write_text("{}")
+    settings = {"lr": 1e-3, "batch_size": 4, "block_size": 32, "seed": 0}
+    with boundary([data], "attack"):  # no read of the data on the way
+        out = relearned(model, tok, texts, 5, settings, "cpu")
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    moved = [k for k, v in out.state_dict().items() if not torch.equal(v, before[k])]
+    assert len(moved) >= len(before) // 2
+    ids = tok(texts[0], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        assert out(input_ids=ids, labels=ids).loss < model(input_ids=ids, labels=ids).loss
+    with pytest.raises(DfsuError, match="no public text"):
+        relearned(model, tok, [], 5, settings, "cpu")
+
+
+def test_auc_and_priv_leak_on_hand_made_scores():
+    assert auc([3.0, 4.0], [1.0, 2.0]) == 1.0
+    assert auc([1.0, 2.0], [3.0, 4.0]) == 0.0
+    assert auc([1.0], [1.0]) == 0.5
+    assert auc([1.0, 3.0], [2.0, 2.0]) == 0.5
+    assert priv_leak(75.0, 50.0) == 50.0 and priv_leak(50.0, 50.0) == 0.0
+    with pytest.raises(ValueError):
+        auc([], [1.0])
+
+
+@pytest.mark.slow
+def test_membership_is_plain_for_a_memorized_set_and_chance_for_unseen_ones(memorizing_run):
+    from dfsu.components.models import load_causal_lm
+    from dfsu.evaluation.attacks import membership, unseen_records
+    from dfsu.evaluation.sampler import make_prompts
+    from dfsu.pii.run_records import read_records
+
+    cfg, run, _ = memorizing_run
+    model, tok = load_causal_lm(run / "target")
+    members = make_prompts(read_records(run), cfg.evaluation.prefix, tok)
+    assert membership(cfg, model, tok, members, "cpu")["AUC"] >= 90
+    # Two sets the model never saw: the unseen records against other unseen ones.
+    other = dataclasses.replace(cfg, seed=cfg.seed + 1)
+    strangers = make_prompts(unseen_records(other, 48), cfg.evaluation.prefix, tok)
+    assert 25 <= membership(cfg, model, tok, strangers, "cpu")["AUC"] <= 75
+
+
+@pytest.mark.slow
+def test_every_row_has_its_attacks_and_relearning_does_not_bring_back_what_the_retrain_lacks(
+    memorizing_run,
+):
+    _, run, results = memorizing_run
+    rows = {r["method"]: r for r in results["rows"]}
+    for name, row in rows.items():
+        assert set(row["attacks"]) == {"greedy", "quant:4", "relearn:20", "mia"}, name
+        for attack in ("greedy", "quant:4", "relearn:20"):
+            assert 0 <= row["attacks"][attack]["E_Hit"] <= 100
+        assert "retain_EM" in row["attacks"]["relearn:20"]
+        assert "PrivLeak" in row["attacks"]["mia"]
+    # The original leaks under every attack; the retrain never saw the records.
+    assert all(rows["original"]["attacks"][a]["E_Hit"] >= 50 for a in ("greedy", "quant:4"))
+    assert rows["retrain"]["attacks"]["relearn:20"]["E_Hit"] <= 5
+    assert rows["retrain"]["attacks"]["mia"]["PrivLeak"] == 0.0
+    assert rows["original"]["attacks"]["mia"]["PrivLeak"] > 20
+    saved = json.loads((run / "eval" / "original.json").read_text())
+    assert saved["attacks"] == rows["original"]["attacks"] | {
+        "mia": {k: v for k, v in rows["original"]["attacks"]["mia"].items() if k != "PrivLeak"}
+    }
