@@ -41,6 +41,8 @@ MICRO = [
     "leak.per_template=1",
     "leak.max_new_tokens=12",
     "leak.check_prompts=6",
+    # no attack suite (tests/test_attacks.py and the memorizing run read it)
+    "evaluation.attacks=[]",
 ]
 
 

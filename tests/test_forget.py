@@ -9,6 +9,7 @@ import shutil
 import stat
 
 import pytest
+import torch
 from conftest import FAST_UNLEARNING, MEMORIZING, MICRO, MICRO_INVERTER
 
 from dfsu.cli import main
@@ -155,6 +156,7 @@ def _random_checkpoint(kind, tokenizer_dir, path, width=32):
     )
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(0)  # the same weights whatever ran before
     if kind == "gpt2":
         config = GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=width, n_layer=2, n_head=2)
         model = GPT2LMHeadModel(config)

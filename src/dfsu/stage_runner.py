@@ -42,7 +42,7 @@ READS: dict[str, tuple[str, ...]] = {
     "synthesize": ("seed", "target", "inverter", "synthesis", "evaluation"),
     "annotate": ("seed", "data", "synthesis", "tagger"),
     "unlearn": ("seed", "target", "unlearning", "evaluation", "leak", "tagger"),
-    "evaluate": ("seed", "target", "evaluation", "leak", "tagger"),
+    "evaluate": ("seed", "data", "target", "evaluation", "leak", "tagger"),
 }
 
 
