@@ -172,3 +172,19 @@ def test_every_row_has_its_attacks_and_relearning_does_not_bring_back_what_the_r
     assert saved["attacks"] == rows["original"]["attacks"] | {
         "mia": {k: v for k, v in rows["original"]["attacks"]["mia"].items() if k != "PrivLeak"}
     }
+
+
+def test_the_owners_verdict_says_when_an_attack_brings_back_half_of_what_was_removed():
+    from dfsu.forget import attack_verdicts, owner_attacks
+
+    assert owner_attacks(["samples:50", "greedy", "quant:4", "relearn:60", "mia"]) == [
+        "quant:4",
+        "relearn:60",
+    ]
+    got = attack_verdicts(40, 4, {"quant:4": {"consistent": 10}, "relearn:60": {"consistent": 30}})
+    assert got["quant:4"]["survived"] and "held" in got["quant:4"]["words"]
+    assert not got["relearn:60"]["survived"]
+    assert got["relearn:60"]["words"] == (
+        "relearn:60: leak 4 -> 30 (before unlearning 40): the forgetting did not survive it"
+    )
+    assert not attack_verdicts(0, 0, {"quant:8": {"consistent": 1}})["quant:8"]["survived"]

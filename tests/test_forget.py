@@ -66,7 +66,8 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     model = tmp_path / "owner" / "model"
     copy_model(run / "target", model)  # the model alone, no run directory around it
     out = tmp_path / "forgotten"
-    assert _memorizing_forget(memorizing_run, model, out) == 0
+    attacks = "evaluation.attacks=[quant:4,relearn:20,mia]"  # mia: the simulation's only
+    assert _memorizing_forget(memorizing_run, model, out, attacks) == 0
     assert {p.name for p in out.iterdir()} >= {
         "adapter",
         "config.yaml",
@@ -94,6 +95,11 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     assert values and all("•" in v["value"] for v in values)  # found, and masked
     assert summary["bound"]["within"] and summary["perplexity"]["documents"] == 10
     assert summary["rounds"] and summary["rounds"][0]["round"] == 0
+    # The owner's attacks, read with the leak estimate, in numbers and in words.
+    assert set(summary["attacks"]) == {"quant:4", "relearn:20"}
+    for label, attack in summary["attacks"].items():
+        assert attack["consistent"] >= 0 and label in attack["words"]
+        assert ("held" in attack["words"]) == attack["survived"]
     # The truth: the unlearned model emits at most half the private values the original did.
     before = results["rows"][0]
     assert before["method"] == "original" and before["E_Hit"] >= 60
@@ -117,9 +123,9 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     merged = (out / "merged" / "model.safetensors").read_bytes()
     adapter = (out / "adapter" / "adapter_model.safetensors").read_bytes()
     capsys.readouterr()
-    assert _memorizing_forget(memorizing_run, model, out, quiet=False) == 0
+    assert _memorizing_forget(memorizing_run, model, out, attacks, quiet=False) == 0
     err = capsys.readouterr().err
-    assert "unlearn:dfsu-loop: up to date" in err
+    assert "unlearn:dfsu-loop: up to date" in err and "under attack: relearn:20" in err
     assert (out / "merged" / "model.safetensors").read_bytes() == merged
     assert (out / "adapter" / "adapter_model.safetensors").read_bytes() == adapter
 

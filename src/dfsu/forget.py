@@ -153,6 +153,16 @@ def forget(
             lambda c, d=directory, p=path: measure(c, owner, d, p, show_pii),
         )
         measured[name] = json.loads(path.read_text())
+    attacked = owner_attacks(cfg.evaluation.attacks)
+    if attacked:  # the unlearned model under the attacks an owner can run
+        path = paths.root / "eval" / f"{row}.attacks.json"
+        stage(
+            f"evaluate:{row}:attacks",
+            [*stage_upstream(cfg, f"evaluate:{row}", keys), attacked],
+            [path],
+            lambda c: measure_attacks(c, owner, paths.merged(row), path, attacked),
+        )
+        measured["attacks"] = json.loads(path.read_text())
     publish(unlearned, out)
     summary = forget_summary(cfg, model, method, measured, unlearned, show_pii)
     summary["seconds"] = round(time.time() - started, 1)
@@ -182,6 +192,58 @@ def measure(cfg: Any, owner: Owner, model_dir: Path, path: Path, show_pii: bool)
     }
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     atomic_write_json(path, result)
+
+
+def owner_attacks(names: list[str]) -> list[str]:
+    """The attacks of ``evaluation.attacks`` that make a model from public text alone
+    (quant:B, relearn:N); sampling attacks and MIA are the simulation's."""
+    from dfsu.evaluation.attacks import parse_attack
+
+    return [a.label for a in map(parse_attack, names) if a.name in ("quant", "relearn")]
+
+
+def measure_attacks(cfg: Any, owner: Owner, model_dir: Path, path: Path, names: list) -> None:
+    """The leak estimate (report draw, consistent values) of the unlearned model after each
+    weight attack -> ``path``."""
+    from dfsu.components.models import load_causal_lm, pick_device
+    from dfsu.evaluation.attacks import parse_attack, quantized, relearned
+    from dfsu.evaluation.leak import leak_meter
+    from dfsu.evaluation.utility import default_window
+
+    device = pick_device(cfg.target.device)
+    model, tokenizer = load_causal_lm(model_dir)
+    model.to(device).eval()
+    meter = leak_meter(cfg, owner, tokenizer, "report")
+    ec, result = cfg.evaluation, {}
+    for attack in map(parse_attack, names):
+        if attack.name == "quant":
+            attacked = quantized(model, attack.arg, ec.attack_group)
+        else:
+            settings = {"lr": ec.relearn_lr, "batch_size": ec.relearn_batch, "seed": cfg.seed}
+            settings["block_size"] = min(256, default_window(model))
+            texts = owner.public_texts()
+            attacked = relearned(model, tokenizer, texts, attack.arg, settings, device)
+        estimate, _, _ = meter(attacked, tokenizer, device)
+        result[attack.label] = {"consistent": estimate["consistent"]}
+    atomic_write_json(path, result)
+
+
+def attack_verdicts(before: int, after: int, attacked: dict[str, dict]) -> dict[str, dict]:
+    """Per attack: the consistent values after it, and whether the forgetting survived it:
+    it did not when the attack brings back more than half of what unlearning removed (or,
+    with nothing removed, any value) (pure)."""
+    out = {}
+    for label, got in attacked.items():
+        n = got["consistent"]
+        came_back = n - after > max(before - after, 1) / 2
+        words = "did not survive it" if came_back else "held"
+        out[label] = {
+            "consistent": n,
+            "survived": not came_back,
+            "words": f"{label}: leak {after} -> {n} (before unlearning {before}): "
+            f"the forgetting {words}",
+        }
+    return out
 
 
 def _link_or_copy(src: str, dst: str) -> str:
@@ -219,6 +281,7 @@ def forget_summary(
 ) -> dict[str, Any]:
     """summary.json: the leak estimate and perplexity before and after, the bound as
     checked, the steps (and rounds), the settings."""
+    attacked = measured.pop("attacks", None)
     (_, before), (_, after) = measured.items()
     run = json.loads((unlearned / "summary.json").read_text())
     kept = run["kept_check"]
@@ -255,6 +318,9 @@ def forget_summary(
             {k: r[k] for k in ("round", "consistent", "degenerate", "steps", "ppl")}
             for r in run.get("rounds", [])
         ],
+        "attacks": None
+        if attacked is None
+        else attack_verdicts(lb["consistent"], la["consistent"], attacked),
         "values_shown": "true values" if show_pii else "masked",
         "outputs": {"merged": "merged", "adapter": "adapter"},
         "settings": {k: config_to_dict(cfg)[k] for k in ("seed", "unlearning", "leak", "public")},
@@ -289,6 +355,7 @@ def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
 {leak["after"]["consistent"]}{"" if reduction is None else f" ({reduction:.1f} % fewer)"} over
 {leak["prompts"]} prompts; {html.escape(leak["draw"])}.</p>
 <table><tr><th>label</th><th>before</th><th>after</th></tr>{rows}</table>
+{_attack_html(summary.get("attacks"))}
 <h2>Utility</h2><p>perplexity on {ppl["documents"]} held-out public documents
 {ppl["before"]:.3f} &rarr; {ppl["after"]:.3f} (&times;{ppl["ratio"]:.3f}); the bound, checked on
 {bound["check_documents"]} other documents: {bound["start"]:.3f} &rarr; {bound["kept"]:.3f}
@@ -297,3 +364,15 @@ def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
 <table><tr><th>value</th><th>label</th><th>samples</th></tr>{values}</table>
 </body></html>"""
     atomic_write_text(path, page)
+
+
+def _attack_html(attacks: dict[str, dict] | None) -> str:
+    import html
+
+    if not attacks:
+        return ""
+    items = "".join(f"<li>{html.escape(a['words'])}</li>" for a in attacks.values())
+    return (
+        "<h2>Under attack</h2><p>The leak estimate of the unlearned model after each attack "
+        f"an owner can run on public text alone:</p><ul>{items}</ul>"
+    )

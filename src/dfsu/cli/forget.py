@@ -99,6 +99,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
         f"{bound['check_documents']} check documents); {summary['steps']} steps",
         file=sys.stderr,
     )
+    for attack in (summary.get("attacks") or {}).values():
+        print(f"under attack: {attack['words']}", file=sys.stderr)
     out = Path(args.out)
     written = [out / n for n in ("merged", "adapter", "summary.json", "report.html")]
     print(f"written: {terminal_safe(', '.join(map(str, written)))}", file=sys.stderr)
