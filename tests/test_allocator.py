@@ -47,7 +47,9 @@ def test_freed_memory_is_kept_and_values_do_not_change():
     assert tuned["tuned"] and not default["tuned"]
     # 20 x (48 + 48 + 8) MiB freed and allocated again: by default faulted in every time.
     assert default["faults"] > 20 * 10_000
-    assert tuned["faults"] < default["faults"] / 10
+    # Tuned: 5-12 % of the default's faults in repeated runs on one machine (how many of
+    # the freed pages glibc keeps varies); a tuning that did nothing would be near 100 %.
+    assert tuned["faults"] < default["faults"] / 5
     assert tuned["total"] == default["total"]
 
 
