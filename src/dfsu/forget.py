@@ -206,23 +206,16 @@ def measure_attacks(cfg: Any, owner: Owner, model_dir: Path, path: Path, names: 
     """The leak estimate (report draw, consistent values) of the unlearned model after each
     weight attack -> ``path``."""
     from dfsu.components.models import load_causal_lm, pick_device
-    from dfsu.evaluation.attacks import parse_attack, quantized, relearned
+    from dfsu.evaluation.attacks import parse_attack, weight_attacked
     from dfsu.evaluation.leak import leak_meter
-    from dfsu.evaluation.utility import default_window
 
     device = pick_device(cfg.target.device)
     model, tokenizer = load_causal_lm(model_dir)
     model.to(device).eval()
     meter = leak_meter(cfg, owner, tokenizer, "report")
-    ec, result = cfg.evaluation, {}
+    public, result = owner.public_texts(), {}
     for attack in map(parse_attack, names):
-        if attack.name == "quant":
-            attacked = quantized(model, attack.arg, ec.attack_group)
-        else:
-            settings = {"lr": ec.relearn_lr, "batch_size": ec.relearn_batch, "seed": cfg.seed}
-            settings["block_size"] = min(256, default_window(model))
-            texts = owner.public_texts()
-            attacked = relearned(model, tokenizer, texts, attack.arg, settings, device)
+        attacked = weight_attacked(cfg, attack, model, tokenizer, public, device)
         estimate, _, _ = meter(attacked, tokenizer, device)
         result[attack.label] = {"consistent": estimate["consistent"]}
     atomic_write_json(path, result)

@@ -47,12 +47,12 @@ class EvalConfig:
 
         _check_ranges(self, "evaluation.")
         _check(isinstance(self.attacks, list), "evaluation.attacks", "must be a list")
+        labels = []
         for text in self.attacks:
             try:
-                parse_attack(text)
+                labels.append(parse_attack(text).label)
             except ValueError as exc:
                 _check(False, "evaluation.attacks", str(exc))
-        labels = [parse_attack(t).label for t in self.attacks]
         _check(len(set(labels)) == len(labels), "evaluation.attacks", "lists an attack twice")
         _check(
             math.isfinite(self.relearn_lr) and self.relearn_lr > 0,

@@ -149,16 +149,8 @@ def run_attacks(
         target, samples = model, None
         if attack.name in ("samples", "greedy"):
             samples = _sampled(cfg, model, tokenizer, prompts, attack, device)
-        elif attack.name == "quant":
-            target = quantized(model, attack.arg, ec.attack_group)
         else:
-            settings = {
-                "lr": ec.relearn_lr,
-                "batch_size": ec.relearn_batch,
-                "block_size": min(256, _context(model)),
-                "seed": cfg.seed,
-            }
-            target = relearned(model, tokenizer, public, attack.arg, settings, device)
+            target = weight_attacked(cfg, attack, model, tokenizer, public, device)
         if samples is None:
             samples = sample_prompts(target, tokenizer, prompts, cfg, device)
         metrics = score(samples)
@@ -171,10 +163,25 @@ def run_attacks(
     return out
 
 
-def _context(model: Any) -> int:
+def weight_attacked(
+    cfg: Any, attack: Attack, model: Any, tokenizer: Any, public: list[str], device: Any
+) -> Any:
+    """A copy of ``model`` after a weight attack (``quant:B`` or ``relearn:N`` on the
+    owner's ``public`` text), with the settings of ``cfg.evaluation``."""
     from dfsu.evaluation.utility import default_window
 
-    return default_window(model)
+    ec = cfg.evaluation
+    if attack.name == "quant":
+        return quantized(model, attack.arg, ec.attack_group)
+    if attack.name != "relearn":
+        raise ValueError(f"{attack.label} is not a weight attack")
+    settings = {
+        "lr": ec.relearn_lr,
+        "batch_size": ec.relearn_batch,
+        "block_size": min(256, default_window(model)),
+        "seed": cfg.seed,
+    }
+    return relearned(model, tokenizer, public, attack.arg, settings, device)
 
 
 def _sampled(cfg: Any, model: Any, tokenizer: Any, prompts: list, attack: Attack, device: Any):

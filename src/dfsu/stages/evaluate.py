@@ -128,12 +128,13 @@ def evaluate_model(
         nli = nli_accuracy(model, tokenizer, nli_rows, device=device)
         result["NLI_acc"], result["NLI_majority"] = nli["accuracy"], nli["majority_baseline"]
     # What should stay: the public memorized records (greedy continuations).
-    kept = retain_scores(model, tokenizer, read_retain_records(run), device, cfg.seed)
+    retain = read_retain_records(run)
+    kept = retain_scores(model, tokenizer, retain, device, cfg.seed)
     if kept:
         result["ci"] |= kept.pop("retain_ci")
         result |= kept
     if ec.attacks:  # does the forgetting survive attacks that need no private data?
-        result["attacks"] = _attacks(cfg, run, model, tokenizer, prompts, device)
+        result["attacks"] = _attacks(cfg, run, model, tokenizer, prompts, retain, device)
     if cfg.leak.enabled:  # what the model still emits, measured without the records
         result["leak_estimate"] = _leak(cfg, run, model, tokenizer, device, records, show_pii)
     result["sampling"] = {
@@ -194,12 +195,11 @@ def _write_result(out: Path, result: dict, gen_path: Path, samples: list) -> Non
         raise
 
 
-def _attacks(cfg, run, model, tokenizer, prompts, device) -> dict[str, Any]:
+def _attacks(cfg, run, model, tokenizer, prompts, retain, device) -> dict[str, Any]:
     from dfsu.evaluation.attacks import run_attacks
 
-    public = RunPaths(run).sealed_public
+    public = RunPaths(run).sealed_public  # the owner's text, for relearning
     texts = [r["text"] for r in read_jsonl(public)] if public.is_file() else []
-    retain = read_retain_records(run)
     return run_attacks(cfg, model, tokenizer, prompts, retain, texts, device)
 
 
