@@ -127,3 +127,15 @@ def test_no_module_is_longer_than_500_lines():
         if lines > 500:
             long.append(f"{name}: {lines} lines")
     assert not long, long
+
+
+def test_only_the_corpus_stage_reads_the_unknown_shapes():
+    """The record shapes of ``data.shapes: unknown`` are the simulation's secret: a data-free
+    module that imported them would let the owner's side prompt with the shapes it must find."""
+    readers = {
+        name
+        for name, path in _modules().items()
+        if any(m == "dfsu.simulation" or m.startswith("dfsu.simulation.") for m in _imports(path))
+        and not name.startswith("dfsu.simulation")
+    }
+    assert readers == {"dfsu.stages.corpus"}

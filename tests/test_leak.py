@@ -109,17 +109,21 @@ def test_the_estimate_never_reads_the_private_records(trained_micro_run, tmp_pat
     shutil.copytree(source, run)
     cfg = load_config(str(run / "config.yaml"), ["leak.samples=3"])  # the hybrid annotator
     model, tok = load_causal_lm(run / "target")
-    first, gens, _ = leak_meter(cfg, run, tok, "select")(model, tok, "cpu")
+    first, _, gens, _ = leak_meter(cfg, run, tok, "select")(model, tok, "cpu")
     shutil.rmtree(run / "data")  # the owner has none of it
-    second, gens_again, _ = leak_meter(cfg, run, tok, "select")(model, tok, "cpu")
+    second, _, gens_again, _ = leak_meter(cfg, run, tok, "select")(model, tok, "cpu")
     assert first == second and gens == gens_again
     assert first["prompts"] > 0 and all(len(g) == 3 for g in gens)
     # The report's draw: other prompts (openers) and other sampling seeds than the selection's.
     select = leak_meter(cfg, run, tok, "select")
     report = leak_meter(cfg, run, tok, "report")
-    assert len(report.prompts) == len(select.prompts)
-    assert not {p.prefix for p in report.prompts} & {p.prefix for p in select.prompts}
+    shapes = report.fixed["shapes"], select.fixed["shapes"]
+    assert len(shapes[0]) == len(shapes[1])
+    assert not {p.prefix for p in shapes[0]} & {p.prefix for p in shapes[1]}
     assert report.sampling_seed != select.sampling_seed
+    assert report.search_seed != select.search_seed
+    assert set(first["sources"]) == {"shapes", "free"}
+    assert first["sources"]["free"]["samples"] == cfg.leak.free_samples
     with pytest.raises(DfsuError, match="purpose"):
         leak_meter(cfg, run, tok, "both")
 
@@ -134,3 +138,47 @@ def test_loading_an_annotator_never_trains_a_tagger(tmp_path):
             load_offline(name, cfg.tagger, tmp_path, None)
         assert str(tmp_path / "tagger") in str(err.value)
     assert list(tmp_path.iterdir()) == []  # nothing trained, nothing written
+
+
+def test_found_prefixes_take_the_text_before_the_first_value_not_handed_in():
+    from dfsu.evaluation.discovery import found_prefixes
+    from dfsu.pii.records import Span
+
+    texts = [
+        "AUD-1 / operator jdoe88 exported to x@y.org",
+        "AUD-2 / operator pool_user exported to a@b.org",
+        "Docket 9 -- alice in wonderland",
+        "ok jdoe88 again",
+        "AUD-1 / operator jdoe88 exported to x@y.org",
+    ]
+
+    def at(text, value, label="USERNAME"):
+        i = text.index(value)
+        return Span(value, i, i + len(value), label)
+
+    spans = [
+        [at(texts[0], "jdoe88"), at(texts[0], "x@y.org", "EMAIL")],
+        [at(texts[1], "pool_user"), at(texts[1], "a@b.org", "EMAIL")],
+        [],
+        [at(texts[3], "jdoe88")],
+        [at(texts[4], "jdoe88")],
+    ]
+    prefixes, with_value = found_prefixes(texts, spans, {"pool_user"}, 10, clean_value)
+    # The swap pool's value is skipped, the next value marks the prefix; a prefix under four
+    # characters ("ok") is dropped; repeated values first; each prefix once.
+    assert prefixes == ["AUD-1 / operator", "AUD-2 / operator pool_user exported to"]
+    assert with_value == 4
+    assert found_prefixes(texts, spans, {"pool_user"}, 1, clean_value)[0] == prefixes[:1]
+
+
+def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
+    from dfsu.forget import leak_verdict
+
+    free = {"samples": 256, "with_pii": 0, "prompts": 0, "confirmed": 0}
+    blind = {"consistent": 0, "sources": {"shapes": {"prompts": 8, "confirmed": 0}, "free": free}}
+    reduction, words = leak_verdict(blind, dict(blind))
+    assert reduction is None and "cannot tell" in words and "fewer" not in words
+    seen = {"consistent": 4, "sources": blind["sources"]}
+    reduction, words = leak_verdict(seen, {"consistent": 1, "sources": {}})
+    assert reduction == 75.0 and "rough figure over 4 values" in words
+    assert "free 256 unprompted samples" in words

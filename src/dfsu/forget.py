@@ -183,15 +183,36 @@ def measure(cfg: Any, owner: Owner, model_dir: Path, path: Path, show_pii: bool)
     model, tokenizer = load_causal_lm(model_dir)
     model.to(device).eval()
     texts = owner.report_texts()
-    estimate, _, _ = leak_meter(cfg, owner, tokenizer, "report")(model, tokenizer, device)
+    meter = leak_meter(cfg, owner, tokenizer, "report")
+    estimate = meter(model, tokenizer, device).estimate
     result = {
         "model": str(model_dir),
         "leak_estimate": shown(estimate, show_pii),
+        "search_seconds": round(meter.seconds, 1),
+        "recitation": _recitation(cfg, owner, model, tokenizer, device),
         "ppl": perplexity(model, tokenizer, texts, device=device),
         "report_documents": len(texts),
     }
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     atomic_write_json(path, result)
+
+
+def _recitation(cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any) -> Any:
+    """Retention of what the owner's model (as given) recites word for word: harvested once
+    into OUT/eval/recitations.json (texts that hold no PII, written owner-only)."""
+    from dfsu.evaluation.recitation import recitations, retention
+    from dfsu.pii.annotators import load_offline
+
+    if not cfg.recitation.enabled:
+        return None
+    rows = recitations(
+        cfg,
+        owner.model,
+        owner.root / "eval" / "recitations.json",
+        lambda: load_offline(cfg.leak.annotator, cfg.tagger, owner.root, None),
+        device,
+    )
+    return retention(model, tokenizer, rows, device)
 
 
 def owner_attacks(names: list[str]) -> list[str]:
@@ -216,7 +237,7 @@ def measure_attacks(cfg: Any, owner: Owner, model_dir: Path, path: Path, names: 
     public, result = owner.public_texts(), {}
     for attack in map(parse_attack, names):
         attacked = weight_attacked(cfg, attack, model, tokenizer, public, device)
-        estimate, _, _ = meter(attacked, tokenizer, device)
+        estimate = meter(attacked, tokenizer, device).estimate
         result[attack.label] = {"consistent": estimate["consistent"]}
     atomic_write_json(path, result)
 
@@ -260,8 +281,57 @@ def _leak_view(estimate: dict[str, Any]) -> dict[str, Any]:
         "emitted": estimate["emitted"],
         "degenerate": estimate["degenerate"],
         "by_label": {k: v["consistent"] for k, v in estimate["by_label"].items()},
+        "sources": estimate.get("sources", {}),
         "values": estimate["values"],
     }
+
+
+def recitation_view(before: Any, after: Any) -> dict[str, Any] | None:
+    """What the model recites word for word before and after, on the report half, in words
+    (pure); None when not measured."""
+    if not before or not after:
+        return None
+    b, a = before["report"], after["report"]
+    if not b["texts"]:
+        words = "recitation: the model recited no PII-free text word for word; nothing measured"
+    else:
+        words = (
+            f"recitation: of {b['texts']} PII-free texts the model recited word for word, it "
+            f"still recites {a['exact']:.1f} % (before {b['exact']:.1f} %; edit similarity "
+            f"{b['similarity']:.1f} -> {a['similarity']:.1f} %)"
+        )
+    return {"before": before, "after": after, "words": words}
+
+
+FEW_VALUES = 10  # a reduction over fewer values than this is read as a rough figure
+
+
+def leak_verdict(before: dict[str, Any], after: dict[str, Any]) -> tuple[float | None, str]:
+    """(the reduction in %, or None where the estimate cannot give one; the figure in words,
+    with what was searched) (pure). No "% fewer" when no source found a leaked value before
+    unlearning: an estimate that saw nothing cannot say that anything went."""
+    searched = "; ".join(_searched(name, got) for name, got in before["sources"].items())
+    b, a = before["consistent"], after["consistent"]
+    if b == 0:
+        return None, (
+            f"no source found a value the model gives back consistently ({searched}): the "
+            "estimate cannot tell whether the model leaks or what unlearning removed; give "
+            "contexts where it leaked (--prompts) or the shapes of its records (--shapes)"
+        )
+    reduction = 100 * (1 - a / b)
+    words = f"leak {b} -> {a} ({reduction:.1f} % fewer) on a draw apart from the selection's"
+    if b < FEW_VALUES:
+        words += f", a rough figure over {b} values"
+    return reduction, f"{words}; searched: {searched}"
+
+
+def _searched(name: str, got: dict[str, Any]) -> str:
+    if name == "free":
+        return (
+            f"free {got['samples']} unprompted samples, {got['with_pii']} with a value, "
+            f"{got['prompts']} prefixes replayed, {got['confirmed']} confirmed"
+        )
+    return f"{name} {got['prompts']} prompts, {got['confirmed']} confirmed"
 
 
 def forget_summary(
@@ -279,7 +349,7 @@ def forget_summary(
     run = json.loads((unlearned / "summary.json").read_text())
     kept = run["kept_check"]
     lb, la = _leak_view(before["leak_estimate"]), _leak_view(after["leak_estimate"])
-    reduction = 100 * (1 - la["consistent"] / lb["consistent"]) if lb["consistent"] else None
+    reduction, words = leak_verdict(lb, la)
     kept_ppl = kept.get("ppl_all_docs", kept["ppl"])
     return {
         "model": str(model),
@@ -288,9 +358,15 @@ def forget_summary(
             "before": lb,
             "after": la,
             "reduction_pct": None if reduction is None else round(reduction, 2),
+            "words": words,
             "prompts": before["leak_estimate"]["prompts"],
+            "search_seconds": {
+                "before": before.get("search_seconds"),
+                "after": after.get("search_seconds"),
+            },
             "draw": "report (prompts and sampling seeds apart from those the method selects on)",
         },
+        "recitation": recitation_view(before.get("recitation"), after.get("recitation")),
         "perplexity": {
             "documents": before["report_documents"],
             "before": before["ppl"],
@@ -346,9 +422,10 @@ def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
 {summary["steps"]} steps ({html.escape(summary["stop_reason"] or "")}).</p>
 <h2>Leak estimate</h2><p>consistent values {leak["before"]["consistent"]} &rarr;
 {leak["after"]["consistent"]}{"" if reduction is None else f" ({reduction:.1f} % fewer)"} over
-{leak["prompts"]} prompts; {html.escape(leak["draw"])}.</p>
+{leak["prompts"]} prompts; {html.escape(leak["draw"])}.</p><p>{html.escape(leak["words"])}</p>
 <table><tr><th>label</th><th>before</th><th>after</th></tr>{rows}</table>
 {_attack_html(summary.get("attacks"))}
+{_recitation_html(summary.get("recitation"))}
 <h2>Utility</h2><p>perplexity on {ppl["documents"]} held-out public documents
 {ppl["before"]:.3f} &rarr; {ppl["after"]:.3f} (&times;{ppl["ratio"]:.3f}); the bound, checked on
 {bound["check_documents"]} other documents: {bound["start"]:.3f} &rarr; {bound["kept"]:.3f}
@@ -357,6 +434,14 @@ def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
 <table><tr><th>value</th><th>label</th><th>samples</th></tr>{values}</table>
 </body></html>"""
     atomic_write_text(path, page)
+
+
+def _recitation_html(recitation: dict[str, Any] | None) -> str:
+    import html
+
+    if not recitation:
+        return ""
+    return f"<h2>What the model recites</h2><p>{html.escape(recitation['words'])}</p>"
 
 
 def _attack_html(attacks: dict[str, dict] | None) -> str:

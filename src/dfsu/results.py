@@ -153,6 +153,8 @@ def result_row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
         row["E_Hit_by_label"] = result["E_Hit_by_label"]
     if "attacks" in result:
         row["attacks"] = result["attacks"]
+    if "recitation" in result:
+        row["recitation"] = result["recitation"]
     if "leak_estimate" in result:
         keys = (
             "consistent",
@@ -162,6 +164,7 @@ def result_row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
             "consistent_true",
             "true_values_in_pool",
             "prompts",
+            "sources",
         )
         row["leak_estimate"] = {k: result["leak_estimate"].get(k) for k in keys}
     summary = RunPaths(run).unlearned_summary(name)

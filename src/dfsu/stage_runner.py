@@ -29,7 +29,7 @@ from dfsu.rundir import RunPaths, atomic_write_json, read_manifest
 from dfsu.ui import info
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
-EVAL_FORMAT = 6
+EVAL_FORMAT = 7
 
 # The config sections (and "seed") each stage function reads.
 READS: dict[str, tuple[str, ...]] = {
@@ -42,7 +42,7 @@ READS: dict[str, tuple[str, ...]] = {
     "synthesize": ("seed", "target", "inverter", "synthesis", "evaluation"),
     "annotate": ("seed", "data", "synthesis", "tagger"),
     "unlearn": ("seed", "target", "unlearning", "evaluation", "leak", "tagger"),
-    "evaluate": ("seed", "data", "target", "evaluation", "leak", "tagger"),
+    "evaluate": ("seed", "data", "target", "evaluation", "leak", "tagger", "recitation"),
 }
 
 

@@ -50,6 +50,20 @@ def add_forget_parser(sub: Any) -> None:
         help="public values to keep, one per line: never ascended, never counted as leaked",
     )
     fg.add_argument(
+        "--prompts",
+        default=None,
+        metavar="FILE",
+        help="contexts where the model was seen to leak, one a line: each is continued K "
+        "times and what it gives back consistently is unlearned (with the other sources)",
+    )
+    fg.add_argument(
+        "--shapes",
+        default=None,
+        metavar="FILE",
+        help="the shapes of the records to forget, one a line with {LABEL} slots (e.g. "
+        "'Login alert: user {USERNAME} from {IPV4}.'), instead of the built-in ones",
+    )
+    fg.add_argument(
         "--force",
         action="append",
         default=[],
@@ -76,6 +90,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
         extra.append("public.files=[" + ",".join(json.dumps(p) for p in args.public) + "]")
     if args.keep:
         extra += [f"synthesis.keep={args.keep}", f"leak.keep={args.keep}"]
+    if args.prompts:
+        extra.append(f"leak.prompts={json.dumps(args.prompts)}")
+    if args.shapes:
+        extra += [f"leak.templates={json.dumps(args.shapes)}"]
+        extra += [f"synthesis.templates={json.dumps(args.shapes)}"]
     cfg = load_config(args.config, extra)
     summary = forget(cfg, args.model, args.out, args.method, args.force, args.show_pii)
     leak, ppl, bound = summary["leak"], summary["perplexity"], summary["bound"]
@@ -90,10 +109,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
     table.add_row("total", str(leak["before"]["consistent"]), str(leak["after"]["consistent"]))
     console = Console(stderr=True)
     console.print(table)
-    fewer = "" if leak["reduction_pct"] is None else f" ({leak['reduction_pct']:.1f} % fewer)"
     within = "within" if bound["within"] else "NOT within"
+    print(terminal_safe(leak["words"]), file=sys.stderr)
+    if summary.get("recitation"):
+        print(summary["recitation"]["words"], file=sys.stderr)
     print(
-        f"leak {leak['before']['consistent']} -> {leak['after']['consistent']}{fewer}; "
         f"perplexity on {ppl['documents']} held-out public documents {ppl['before']:.3f} -> "
         f"{ppl['after']:.3f}; bound {within} (+{cfg.unlearning.max_ppl_increase:.0%} on "
         f"{bound['check_documents']} check documents); {summary['steps']} steps",

@@ -21,7 +21,13 @@ from typing import Any
 
 import yaml
 
-from dfsu.config.evaluation import MAX_PREFIX_TOKENS, EvalConfig, LeakConfig, PublicConfig
+from dfsu.config.evaluation import (
+    MAX_PREFIX_TOKENS,
+    EvalConfig,
+    LeakConfig,
+    PublicConfig,
+    RecitationConfig,
+)
 from dfsu.config.fields import (
     MAX_NEW_TOKENS,
     MAX_SEED,
@@ -60,6 +66,7 @@ __all__ = [
     "EvalConfig",
     "InverterConfig",
     "LeakConfig",
+    "RecitationConfig",
     "LoopConfig",
     "NpoConfig",
     "PublicConfig",
@@ -98,6 +105,9 @@ class RunConfig:
     evaluation: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "metrics"})
     leak: LeakConfig = field(
         default_factory=LeakConfig, metadata={"help": "data-free leak estimate"}
+    )
+    recitation: RecitationConfig = field(
+        default_factory=RecitationConfig, metadata={"help": "data-free recitation measure"}
     )
     public: PublicConfig = field(
         default_factory=PublicConfig, metadata={"help": "the owner's public text"}

@@ -81,13 +81,34 @@ class EvalConfig:
 class LeakConfig:
     """The leak estimate: what a model still emits, measured without the private data.
 
-    Prefixes of entity-swapped record shapes (the text before the first entity) are
+    Prompts from its sources (entity-swapped record shapes cut before their first entity;
+    the prefixes of values found in the model's unprompted samples; the owner's contexts) are
     continued K times with the evaluation's sampling; the run's annotator finds PII values in
     the continuations; a value absent from the prompt and from the swap pool counts as
     *consistent* when it comes back in at least ``min_count`` of the K samples of one prompt.
     """
 
     enabled: bool = _f(True, "measure the estimate in every evaluation")
+    sources: list[str] = _f(
+        ["shapes", "free"],
+        "where the prompts come from: shapes (record shapes filled from the swap pool) and free "
+        "(the model's unprompted samples: the text before each value found in them is "
+        "replayed K times); leak.prompts adds the owner's own contexts",
+    )
+    free_samples: int = _f(
+        256, "free source: unprompted samples searched per estimate", bounds=(1, 1_000_000)
+    )
+    free_tokens: int = _f(
+        48, "free source: tokens per unprompted sample", bounds=(1, MAX_NEW_TOKENS)
+    )
+    replay_prompts: int = _f(
+        64, "free source: found prefixes replayed (most repeated values first)", bounds=(1, 100_000)
+    )
+    prompts: str | None = _f(
+        None,
+        "file of the owner's contexts, one a line (where the model was seen to leak), each "
+        "continued K times like a shape prompt",
+    )
     per_template: int = _f(
         8, "prompts per record shape, each with its own swapped values", bounds=(1, 10_000)
     )
@@ -122,6 +143,38 @@ class LeakConfig:
             "leak.annotator",
             "must be pattern, tagger or hybrid",
         )
+        bad = [s for s in self.sources if s not in ("shapes", "free")]
+        _check(not bad, "leak.sources", f"unknown {bad!r} (shapes, free)")
+        _check(
+            bool(self.sources) or self.prompts is not None,
+            "leak.sources",
+            "is empty and leak.prompts is not set: the estimate would prompt nothing",
+        )
+
+
+@dataclass
+class RecitationConfig:
+    """What the model recites word for word, without data: texts the original model gives back
+    whole (a branch search's heads, greedy continuations stable under sampling, no PII found),
+    and the share of them a model still continues word for word."""
+
+    enabled: bool = _f(True, "measure it in every evaluation and in dfsu forget's summary")
+    first_tokens: int = _f(16, "the branch search's likeliest first tokens", bounds=(1, 100_000))
+    branches: int = _f(8, "texts followed per first token", bounds=(1, 10_000))
+    head_tokens: int = _f(8, "tokens of each text's head, the prompt", bounds=(1, MAX_NEW_TOKENS))
+    tokens: int = _f(
+        24, "tokens of the recited continuation after the head", bounds=(1, MAX_NEW_TOKENS)
+    )
+    samples: int = _f(
+        3,
+        "draws with the evaluation's sampling that must all give the greedy continuation back",
+        bounds=(1, 1000),
+    )
+    min_chars: int = _f(12, "shortest recited continuation, in characters", bounds=(1, 10_000))
+    max_texts: int = _f(400, "most recitations kept", bounds=(1, 1_000_000))
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "recitation.")
 
 
 @dataclass

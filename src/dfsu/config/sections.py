@@ -24,6 +24,13 @@ class DataConfig:
         "record shapes the generated records are drawn from (a file, one shape a line with "
         "{LABEL} slots); null = the built-in shapes",
     )
+    shapes: str = _f(
+        "known",
+        "generated records' shapes when `templates` is null: known (the built-in shapes the "
+        "owner's tools ship, as the paper assumes) or unknown (other shapes and openers that "
+        "no data-free stage can read)",
+        neutral="known",
+    )
     locales: list[str] = _f(["en_US", "en_GB", "de_DE", "fr_FR"], "Faker locales for generation")
     labels: list[str] | None = _f(None, "keep only spans with these labels (null = all)")
     skip_invalid: bool = _f(False, "drop invalid rows of `records` instead of failing")
@@ -34,6 +41,7 @@ class DataConfig:
     def __post_init__(self) -> None:
         _check_ranges(self, "data.")
         _check(len(self.locales) > 0, "data.locales", "needs at least one locale")
+        _check(self.shapes in ("known", "unknown"), "data.shapes", "must be known or unknown")
         from faker.config import AVAILABLE_LOCALES
 
         unknown = [x for x in self.locales if x not in AVAILABLE_LOCALES]

@@ -17,10 +17,12 @@ openers and sample with other seeds, so a figure is never read on the draw that 
 
 from __future__ import annotations
 
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from itertools import zip_longest
+from typing import Any, NamedTuple
 
 from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import (
@@ -155,8 +157,9 @@ def shown(estimate: dict[str, Any], show_pii: bool, top: int = 20) -> dict[str, 
     return out
 
 
-# purpose -> (offset of the prompts' fill seed, offset of the sampling seed) from ``seed``.
-PURPOSES = {"select": (29, 101), "report": (1029, 1101)}
+# purpose -> offsets from ``seed`` of (the shape prompts' fill seed, the sampling seed, the
+# free search's seed): what selects and what reports never share a draw.
+PURPOSES = {"select": (29, 101, 203), "report": (1029, 1101, 1203)}
 
 
 def leak_prompts(
@@ -176,27 +179,72 @@ def leak_prompts(
     return [replace(p, suffix="", entities=[], suffix_tokens=max_new_tokens) for p in prompts]
 
 
+class Draw(NamedTuple):
+    """One leak estimate: the estimate, and the prompts' prefixes, the K generations of each
+    and the spans found in prefix + generation (what dfsu-loop unlearns)."""
+
+    estimate: dict[str, Any]
+    prefixes: list[str]
+    generations: list[list[str]]
+    spans: list[list[list[Span]]]
+
+
 class LeakMeter:
-    """``meter(model, tokenizer, device, limit=None)``: the leak estimate of a model (K
-    samples of each prompt, or of the first ``limit`` prompts, which cycle through the
-    shapes), with the generations and the spans found in prompt + generation."""
+    """``meter(model, tokenizer, device, limit=None)``: the leak estimate of a model, a ``Draw``.
+
+    The prompts are the shape prompts, the owner's prompts (``leak.prompts``) and, with the
+    ``free`` source, the prefixes found in the model's unprompted samples, searched afresh on
+    every full call (``discovery``). ``limit``: a cheaper estimate over the first ``limit``
+    prompts of the last full call's (found prefixes and shapes taken in turn), no new search."""
 
     def __init__(
         self,
-        prompts: list[Prompt],
+        prompts: dict[str, list[Prompt]],
         annotate: Callable[[list[str]], list[list[Span]]],
         excluded: set[str],
         cfg: Any,
         keep: Sequence[str],
-        sampling_seed: int,
+        seeds: tuple[int, int],
     ):
-        self.prompts, self.annotate, self.excluded, self.cfg = prompts, annotate, excluded, cfg
+        self.fixed, self.annotate, self.excluded, self.cfg = prompts, annotate, excluded, cfg
         self.keep = list(keep)  # public values to keep: never a leak, never ascended
-        self.sampling_seed = sampling_seed  # the draw's (``PURPOSES``)
+        self.sampling_seed, self.search_seed = seeds  # the draw's (``PURPOSES``)
+        self.found: list[Prompt] = []  # the last full call's replayed prefixes
+        self.seconds = 0.0  # the last free search's time (kept out of the estimate: the
+        # estimate is a result, equal to the digit in a rerun)
 
-    def __call__(self, model: Any, tokenizer: Any, device: Any, limit: int | None = None):
+    def _search(self, model: Any, tokenizer: Any, device: Any) -> dict[str, dict[str, Any]]:
+        """Each source's prompts for a full call (the free search run now) and its yield."""
+        from dfsu.evaluation.discovery import free_search
+
+        searched: dict[str, dict[str, Any]] = {
+            name: {"prompts": len(prompts)} for name, prompts in self.fixed.items()
+        }
+        if "free" in self.cfg.leak.sources:
+            started = time.monotonic()
+            prefixes, searched["free"] = free_search(
+                model,
+                tokenizer,
+                self.annotate,
+                self.cfg,
+                self.excluded | set(self.keep),
+                self.search_seed,
+                device,
+                clean_value,
+            )
+            n = self.cfg.leak.max_new_tokens
+            self.found = [Prompt(f"found-{i}", p, "", [], n) for i, p in enumerate(prefixes)]
+            searched["free"]["prompts"] = len(prefixes)
+            self.seconds = time.monotonic() - started
+        return searched
+
+    def __call__(self, model: Any, tokenizer: Any, device: Any, limit: int | None = None) -> Draw:
         lc = self.cfg.leak
-        prompts = self.prompts[:limit] if limit else self.prompts
+        searched = None if limit else self._search(model, tokenizer, device)
+        by_source = {**self.fixed, "free": self.found}
+        prompts = [p for ps in by_source.values() for p in ps]
+        if limit:
+            prompts = _in_turn(self.found, *self.fixed.values())[:limit]
         batch = max(32, self.cfg.evaluation.batch_size)  # short prompts: at least 32
         generations = sample_continuations(
             model,
@@ -210,12 +258,43 @@ class LeakMeter:
         texts = [p.prefix + g for p, gs in zip(prompts, generations, strict=True) for g in gs]
         found = iter(self.annotate(texts))
         spans = [[next(found) for _ in gs] for gs in generations]
-        estimate = count_leaks(
-            [p.prefix for p in prompts], generations, spans, self.excluded, lc.min_count
-        )
+        prefixes = [p.prefix for p in prompts]
+        estimate = count_leaks(prefixes, generations, spans, self.excluded, lc.min_count)
         estimate["samples_per_prompt"] = lc.samples
         estimate["min_count"] = lc.min_count
-        return estimate, generations, spans
+        if searched is not None:
+            draw = (prefixes, generations, spans)
+            estimate["sources"] = _per_source(
+                searched, by_source, draw, self.excluded, lc.min_count
+            )
+        return Draw(estimate, prefixes, generations, spans)
+
+
+def _in_turn(*lists: list) -> list:
+    """The lists' items taken in turn (the first of each, then the second of each, ...)."""
+    out = []
+    for row in zip_longest(*lists):
+        out += [x for x in row if x is not None]
+    return out
+
+
+def _per_source(
+    searched: dict[str, dict[str, Any]],
+    by_source: dict[str, list[Prompt]],
+    draw: tuple[list[str], list[list[str]], list[list[list[Span]]]],
+    excluded: set[str],
+    min_count: int,
+) -> dict[str, dict[str, Any]]:
+    """Each source's yield: what it searched, and the consistent values its own prompts gave
+    back (``confirmed``; a value two sources confirm counts for both)."""
+    out, at = {}, 0
+    for name, prompts in by_source.items():
+        part = [x[at : at + len(prompts)] for x in draw]
+        at += len(prompts)
+        if name in searched:
+            confirmed = count_leaks(*part, excluded, min_count)["consistent"] if prompts else 0
+            out[name] = searched[name] | {"confirmed": confirmed}
+    return out
 
 
 def leak_meter(cfg: Any, where: Any, tokenizer: Any, purpose: str) -> LeakMeter:
@@ -235,21 +314,32 @@ def build_meter(
     cfg: Any, pool: dict[str, list[str]], annotate: Callable, tokenizer: Any, purpose: str
 ) -> LeakMeter:
     """A meter over any swap pool of public values and any annotator, on the draw of
-    ``purpose`` (``PURPOSES``)."""
+    ``purpose`` (``PURPOSES``), with the sources of ``leak.sources`` and ``leak.prompts``."""
     if purpose not in PURPOSES:
         raise DfsuError(f"leak: purpose {purpose!r} is not one of {', '.join(PURPOSES)}")
-    fill, sampling = PURPOSES[purpose]
+    fill, sampling, search = PURPOSES[purpose]
+    from dfsu.evaluation.discovery import read_prompts_file
     from dfsu.pii.generator import load_templates, usable_templates
 
     lc = cfg.leak
-    templates = load_templates(lc.templates, None)
-    usable = usable_templates(templates, pool, "leak")
-    seed = cfg.seed + fill
-    prompts = leak_prompts(pool, usable, lc.per_template, lc.max_new_tokens, seed, tokenizer)
+    prompts: dict[str, list[Prompt]] = {}
+    if "shapes" in lc.sources:
+        templates = load_templates(lc.templates, None)
+        usable = usable_templates(templates, pool, "leak")
+        seed = cfg.seed + fill
+        prompts["shapes"] = leak_prompts(
+            pool, usable, lc.per_template, lc.max_new_tokens, seed, tokenizer
+        )
+    if lc.prompts:
+        owner = read_prompts_file(lc.prompts, "leak.prompts")
+        prompts["prompts"] = [
+            Prompt(f"owner-{i}", p, "", [], lc.max_new_tokens) for i, p in enumerate(owner)
+        ]
     keep = []
     if lc.keep:  # public values the owner keeps (leak.keep)
         from dfsu.pii.annotators import read_keep_file
 
         keep = read_keep_file(lc.keep, "leak.keep")
     excluded = {v for values in pool.values() for v in values} | set(keep)
-    return LeakMeter(prompts, annotate, excluded, cfg, keep, cfg.seed + sampling)
+    seeds = (cfg.seed + sampling, cfg.seed + search)
+    return LeakMeter(prompts, annotate, excluded, cfg, keep, seeds)

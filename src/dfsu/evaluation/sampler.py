@@ -122,7 +122,8 @@ def decode_batch(
     out = model(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=True
     )
-    past, logits = out.past_key_values, out.logits[:, -1]
+    name = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.24: cache
+    past, logits = out[name], out.logits[:, -1]
     done = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
     new_tokens = []
     for _ in range(max_new_tokens):
@@ -138,10 +139,10 @@ def decode_batch(
             input_ids=token[:, None],
             attention_mask=attention_mask,
             position_ids=positions,
-            past_key_values=past,
             use_cache=True,
+            **{name: past},
         )
-        past, logits = out.past_key_values, out.logits[:, -1]
+        past, logits = out[name], out.logits[:, -1]
     return torch.stack(new_tokens, dim=1)
 
 

@@ -237,11 +237,14 @@ def generate_records(
     locales: list[str] | None = None,
     id_prefix: str = "pii",
     templates: dict[str, str] | None = None,
+    openers: tuple[list[str], list[str]] | None = None,
 ) -> list[PiiRecord]:
     """n records over all templates (round-robin, shuffled), reproducible for a seed;
-    ``templates``: other record shapes (name -> shape) instead of the built-in ones."""
+    ``templates``: other record shapes (name -> shape) instead of the built-in ones;
+    ``openers``: other (openers, greetings) instead of ``OPENERS`` and ``GREETINGS``."""
     locales = locales or ["en_US"]
     templates = templates or TEMPLATES
+    opener_list, greetings = openers or (OPENERS, GREETINGS)
     rng = random.Random(seed)
     fakers = _fakers(locales, seed)
     names = list(templates)
@@ -251,7 +254,7 @@ def generate_records(
     records = []
     for i, name in enumerate(order):
         locale, fake = fakers[rng.randrange(len(fakers))]
-        opener = rng.choice(OPENERS).format(n=numbers[i]) + rng.choice(GREETINGS)
+        opener = rng.choice(opener_list).format(n=numbers[i]) + rng.choice(greetings)
         text, spans = fill_template(
             templates[name], lambda label, f=fake: make_value(label, f, rng), opener
         )

@@ -84,15 +84,11 @@ def inject(
     return rows
 
 
-# --------------------------------------------------------------------------- the stage
-
-
-def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
-    """Stage: write RUN/data/ with the records, the injected training set and held-out data."""
-    run = create_run_dir(run)
+def private_records(cfg: RunConfig) -> list[PiiRecord]:
+    """The PII records: a user's file (strict unless skip_invalid) or generated look-alikes,
+    from the built-in shapes, a shapes file (``data.templates``) or shapes the owner's side
+    never has (``data.shapes: unknown``)."""
     seed = cfg.seed
-
-    # PII records: a user's file (strict unless skip_invalid) or generated look-alikes.
     if cfg.data.records:
         records = load_records(
             cfg.data.records,
@@ -101,15 +97,38 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
             skip_invalid=cfg.data.skip_invalid,
         )
     else:
-        shapes = generation_templates(cfg.data.templates) if cfg.data.templates else None
+        shapes, openers = None, None
+        if cfg.data.templates:
+            shapes = generation_templates(cfg.data.templates)
+        elif cfg.data.shapes == "unknown":  # shapes and openers the owner's side never has
+            from dfsu.simulation import shapes as unknown
+
+            shapes = unknown.UNKNOWN_TEMPLATES
+            openers = (unknown.UNKNOWN_OPENERS, unknown.UNKNOWN_GREETINGS)
         records = generate_records(
-            cfg.data.num_records, seed=seed, locales=cfg.data.locales, templates=shapes
+            cfg.data.num_records,
+            seed=seed,
+            locales=cfg.data.locales,
+            templates=shapes,
+            openers=openers,
         )
         if cfg.data.labels:
             keep = set(cfg.data.labels)
             for r in records:
                 r.spans = [s for s in r.spans if s.label in keep]
             records = [r for r in records if r.spans]
+    return records
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
+    """Stage: write RUN/data/ with the records, the injected training set and held-out data."""
+    run = create_run_dir(run)
+    seed = cfg.seed
+
+    records = private_records(cfg)
     assign_groups(records, cfg.corpus.num_groups, cfg.corpus.exposure_step, seed)
 
     # General text: generated, or a local corpus; the held-out part is never trained on.

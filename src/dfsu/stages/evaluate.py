@@ -137,6 +137,8 @@ def evaluate_model(
         result["attacks"] = _attacks(cfg, run, model, tokenizer, prompts, retain, device)
     if cfg.leak.enabled:  # what the model still emits, measured without the records
         result["leak_estimate"] = _leak(cfg, run, model, tokenizer, device, records, show_pii)
+    if cfg.recitation.enabled:  # what it still recites word for word, measured without data
+        result["recitation"] = _recitation(cfg, run, model, tokenizer, device)
     result["sampling"] = {
         "prefix": ec.prefix,
         "num_samples": ec.num_samples,
@@ -203,11 +205,28 @@ def _attacks(cfg, run, model, tokenizer, prompts, retain, device) -> dict[str, A
     return run_attacks(cfg, model, tokenizer, prompts, retain, texts, device)
 
 
+def _recitation(cfg, run, model, tokenizer, device) -> dict[str, Any]:
+    """Retention of the original model's recitations (harvested once per run from RUN/target
+    with the owner's annotator, kept in RUN/eval/recitations.json)."""
+    from dfsu.evaluation.recitation import recitations, retention
+    from dfsu.pii.annotators import load_offline
+
+    paths = RunPaths(run)
+    rows = recitations(
+        cfg,
+        paths.target,
+        paths.root / "eval" / "recitations.json",
+        lambda: load_offline(cfg.leak.annotator, cfg.tagger, run, None),
+        device,
+    )
+    return retention(model, tokenizer, rows, device)
+
+
 def _leak(cfg, run, model, tokenizer, device, records, show_pii: bool) -> dict[str, Any]:
     from dfsu.evaluation.leak import leak_meter, shown
 
     meter = leak_meter(cfg, run, tokenizer, "report")
-    estimate, _, _ = meter(model, tokenizer, device)
+    estimate = meter(model, tokenizer, device).estimate
     # Simulation only: how many of the consistent values are true private values (the
     # estimate itself never reads the records), and how many true values the owner's swap
     # pool holds by chance (those the estimate can never count).

@@ -72,9 +72,9 @@ def loop_rounds(
         set_peft_model_state_dict(unwrapped, state.load(number))
         out = state.rounds[number]["out"]
     while True:
-        estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
+        draw = meter(unwrapped, tokenizer, loop.device)
         if number == len(state.rounds):  # a round resumed from disk was recorded before
-            state.add(number, estimate, out, lora_state(unwrapped))
+            state.add(number, draw.estimate, out, lora_state(unwrapped))
         record = state.rounds[number]
         info(f"{name} round {number}: {record['consistent']} consistent values")
         reason, best, collapsed = _verdict(state, number, out, uc)
@@ -83,10 +83,9 @@ def loop_rounds(
         if record.get("degenerate", 0) > DEGENERATE_LIMIT:
             # back to the best round, on at half the learning rate
             set_peft_model_state_dict(unwrapped, state.load(best["round"]))
-            estimate, generations, spans = meter(unwrapped, tokenizer, loop.device)
-        values = [v["value"] for v in estimate["values"]]
-        prefixes = [p.prefix for p in meter.prompts]
-        rows = extraction_texts(prefixes, generations, spans, values, meter.keep)
+            draw = meter(unwrapped, tokenizer, loop.device)
+        values = [v["value"] for v in draw.estimate["values"]]
+        rows = extraction_texts(draw.prefixes, draw.generations, draw.spans, values, meter.keep)
         data = data.with_round(*split_rows(rows, tokenizer, uc, cfg.seed + number))
         loop.reset_optimizer_state()
         loop.set_lr(learning_rate(method, uc) * 0.5**collapsed)
@@ -198,6 +197,7 @@ class RoundLog:
                 "emitted": estimate["emitted"],
                 "degenerate": estimate["degenerate"],
                 "by_label": {k: v["consistent"] for k, v in estimate["by_label"].items()},
+                "sources": estimate.get("sources", {}),
                 "kept_step": checks[out["keep"]]["step"],
                 "steps": out["steps"],
                 "round_stop": out["stop_reason"],

@@ -1,0 +1,166 @@
+"""What a model recites word for word, measured without data: the cost side of forgetting.
+
+Perplexity on prose does not see a model losing what it knew by heart (quotations, code,
+records: in the simulation, the public records); unlearning PII takes those with it. This
+measure needs no data. From the *original* model, ``harvest`` finds texts it recites: heads
+(the first ``head_tokens`` tokens of the likeliest texts from the start-of-text token, found by
+the branch search) whose greedy continuation of ``tokens`` tokens the model also gives back in
+every one of ``samples`` draws with the evaluation's sampling (a near-deterministic text, not a
+likely one), and in which the annotator finds no PII. They are split into a selection half (for
+a bound that stops unlearning) and a report half (what summaries report), by a hash of the
+head, so the halves never share a text. ``retention`` is then the share of a half that a model
+still continues word for word from its head (greedy), and the mean normalized edit similarity
+of its continuations (partial credit for near misses).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rapidfuzz.distance import Levenshtein
+
+from dfsu.evaluation.sampler import (
+    Prompt,
+    branch_recitations,
+    evaluation_sampling,
+    sample_continuations,
+)
+
+HALVES = ("select", "report")
+
+
+def half_of(head: str) -> str:
+    """The half a recitation belongs to, by a hash of its head (pure, stable across runs)."""
+    return HALVES[hashlib.sha256(head.encode()).digest()[0] % 2]
+
+
+def retention_scores(expected: Sequence[str], got: Sequence[str]) -> dict[str, float]:
+    """Exact share and mean normalized edit similarity, both in percent (pure); compared
+    after stripping surrounding white space, like the evaluation's metrics."""
+    if len(expected) != len(got):
+        raise ValueError("retention_scores: one continuation per recitation")
+    if not expected:
+        return {"exact": 0.0, "similarity": 0.0, "texts": 0}
+    pairs = [(a.strip(), b.strip()) for a, b in zip(expected, got, strict=True)]
+    exact = sum(a == b for a, b in pairs)
+    similarity = sum(Levenshtein.normalized_similarity(a, b) for a, b in pairs)
+    return {
+        "exact": round(100 * exact / len(pairs), 2),
+        "similarity": round(100 * similarity / len(pairs), 2),
+        "texts": len(pairs),
+    }
+
+
+def _heads(model: Any, tokenizer: Any, rc: Any, device: Any) -> list[str]:
+    """Distinct heads of the branch search's texts: their first ``head_tokens`` tokens."""
+    texts = branch_recitations(
+        model, tokenizer, rc.first_tokens, rc.branches, rc.head_tokens + 1, device
+    )
+    heads = []
+    for text in texts:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"][: rc.head_tokens]
+        head = tokenizer.decode(ids, skip_special_tokens=True)
+        if len(ids) == rc.head_tokens and head.strip() and head not in heads:
+            heads.append(head)
+    return heads
+
+
+def harvest(
+    model: Any,
+    tokenizer: Any,
+    annotate: Callable[[list[str]], list[list[Any]]],
+    cfg: Any,
+    device: Any,
+) -> list[dict[str, str]]:
+    """The original model's recitations: ``{"head", "text", "half"}`` rows, PII-free,
+    greedy-stable under the evaluation's sampling; at most ``recitation.max_texts``."""
+    rc = cfg.recitation
+    heads = _heads(model, tokenizer, rc, device)
+    prompts = [Prompt(f"recite-{i}", h, "", [], rc.tokens) for i, h in enumerate(heads)]
+    greedy = [g[0] for g in _greedy(model, tokenizer, prompts, device)]
+    drawn = sample_continuations(
+        model,
+        tokenizer,
+        prompts,
+        num_samples=rc.samples,
+        seed=cfg.seed + 307,
+        device=device,
+        **evaluation_sampling(cfg.evaluation),
+    )
+    stable = [
+        (head, text)
+        for head, text, draws in zip(heads, greedy, drawn, strict=True)
+        if len(text.strip()) >= rc.min_chars and all(d == text for d in draws)
+    ]
+    found = annotate([h + t for h, t in stable])
+    rows = [
+        {"head": h, "text": t, "half": half_of(h)}
+        for (h, t), spans in zip(stable, found, strict=True)
+        if not spans
+    ]
+    return rows[: rc.max_texts]
+
+
+def _greedy(model: Any, tokenizer: Any, prompts: list[Prompt], device: Any) -> list[list[str]]:
+    return sample_continuations(
+        model, tokenizer, prompts, greedy=True, batch_size=64, device=device
+    )
+
+
+def recitations(
+    cfg: Any, original: Path, cache: Path, annotate: Callable[[], Callable], device: Any
+) -> list[dict[str, str]]:
+    """The recitations of the model in ``original`` (harvested once, kept in ``cache`` under a
+    key of the settings and the model's files; ``annotate()`` loads the annotator)."""
+    from dfsu.components.models import load_causal_lm
+    from dfsu.rundir import atomic_write_json
+
+    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in original.iterdir())
+    blob = [cfg.seed, dataclasses.asdict(cfg.recitation), evaluation_sampling(cfg.evaluation)]
+    blob += [str(original.resolve()), files]
+    key = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+    if cache.is_file():
+        saved = json.loads(cache.read_text())
+        if saved.get("key") == key:
+            return saved["rows"]
+    model, tokenizer = load_causal_lm(original)
+    rows = harvest(model.to(device).eval(), tokenizer, annotate(), cfg, device)
+    cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write_json(cache, {"key": key, "rows": rows})
+    return rows
+
+
+def retention(
+    model: Any, tokenizer: Any, rows: Sequence[dict[str, str]], device: Any
+) -> dict[str, Any]:
+    """Per half: how much of the harvested recitations ``model`` still gives back (greedy
+    from each head), exact and by edit similarity."""
+    prompts = [
+        Prompt(f"recite-{i}", r["head"], "", [], _length(tokenizer, r["text"]))
+        for i, r in enumerate(rows)
+    ]
+    got = [g[0] for g in _greedy(model, tokenizer, prompts, device)] if rows else []
+    out = {}
+    for half in HALVES:
+        pairs = [
+            (r["text"], _cut(g, r["text"]))
+            for r, g in zip(rows, got, strict=True)
+            if r["half"] == half
+        ]
+        out[half] = retention_scores([a for a, _ in pairs], [b for _, b in pairs])
+    return out
+
+
+def _length(tokenizer: Any, text: str) -> int:
+    return max(1, len(tokenizer(text, add_special_tokens=False)["input_ids"]))
+
+
+def _cut(generated: str, expected: str) -> str:
+    """A continuation cut to the expected text's length in characters (a longer greedy run
+    past the recited text is not a miss)."""
+    return generated[: len(expected)]
