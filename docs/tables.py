@@ -37,7 +37,55 @@ COLUMNS = [
     ("PPL", lambda r: r.get("PPL"), None, 2),
     ("NLI", lambda r: r.get("NLI_acc"), None, 1),
     ("leak", lambda r: (r.get("leak_estimate") or {}).get("consistent"), None, 1),
+    ("recited", lambda r: ((r.get("recitation") or {}).get("report") or {}).get("exact"), None, 1),
 ]
+# (what is compared, the data-free measure, the truth it should rank the rows like)
+AGREEMENT = [
+    ("leak estimate vs E-Hit", COLUMNS[4][1], COLUMNS[0][1]),
+    ("recited vs retain_EM", COLUMNS[5][1], COLUMNS[1][1]),
+]
+
+
+def ranks(values: list[float]) -> list[float]:
+    """Ranks from 1, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rank correlation (Pearson's on the ranks); None when a side is constant."""
+    if len(xs) < 3:
+        return None
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return None if not sxx or not syy else sxy / (sxx * syy) ** 0.5
+
+
+def agreement(by_seed: list[dict[str, dict]], seeds: list[int]) -> list[str]:
+    """Per seed, how the data-free measures rank the rows against the truth (Spearman)."""
+    lines = []
+    for name, measure, truth in AGREEMENT:
+        cells = []
+        for seed, rows in zip(seeds, by_seed, strict=True):
+            pairs = [(measure(r), truth(r)) for r in rows.values()]
+            pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+            rho = spearman([a for a, _ in pairs], [b for _, b in pairs])
+            if rho is not None:
+                cells.append(f"seed {seed} {rho:.2f} ({len(pairs)} rows)")
+        if cells:
+            lines.append(f"Spearman, {name}: " + "; ".join(cells) + ".")
+    return ["", " ".join(lines)] if lines else []
 
 
 class ResultsError(Exception):
@@ -109,18 +157,25 @@ def provenance(files: list[Path], datas: list[dict], doc: Path) -> list[str]:
     return lines
 
 
+def shown_columns(rows: list[dict]) -> list[tuple]:
+    """The columns some row has a value for (a measure older results files lack is left out)."""
+    return [c for c in COLUMNS if any(c[1](r) is not None for r in rows)]
+
+
 def render_single(path: Path, data: dict, doc: Path) -> list[str]:
-    header = ["row", *(c[0] for c in COLUMNS)]
+    every = data.get("rows") or [r for p in data.get("points", []) for r in p.get("rows", [])]
+    columns = shown_columns(every)
+    header = ["row", *(c[0] for c in columns)]
     if "points" in data:  # a sweep: one line per grid point and row
         header.insert(0, "point")
         body = [
-            [p.get("name", "?"), r["method"], *(single_cell(r, c) for c in COLUMNS)]
+            [p.get("name", "?"), r["method"], *(single_cell(r, c) for c in columns)]
             for p in data["points"]
             for r in p.get("rows", [])
         ]
         attacked: list[str] = []
     else:
-        body = [[r["method"], *(single_cell(r, c) for c in COLUMNS)] for r in data["rows"]]
+        body = [[r["method"], *(single_cell(r, c) for c in columns)] for r in data["rows"]]
         rows = {r["method"]: r for r in data["rows"]}
         attacked = attack_table([rows], list(rows))
     note = (
@@ -179,10 +234,11 @@ def render_seeds(seeds: list[tuple[int, Path, dict]], doc: Path) -> list[str]:
         if "rows" not in data:
             raise ResultsError(f'{path}: a seed file must be a results.json (with "rows")')
     by_seed = [{r["method"]: r for r in data["rows"]} for _, _, data in seeds]
+    columns = shown_columns([r for _, _, data in seeds for r in data["rows"]])
     body = []
     for method in ordered_methods([data["rows"] for _, _, data in seeds]):
         cells = [method]
-        for _, get, _, decimals in COLUMNS:
+        for _, get, _, decimals in columns:
             values = [get(rows[method]) if method in rows else None for rows in by_seed]
             cells.append(seeds_cell(values, decimals))
         body.append(cells)
@@ -195,8 +251,9 @@ def render_seeds(seeds: list[tuple[int, Path, dict]], doc: Path) -> list[str]:
     datas = [d for _, _, d in seeds]
     methods = [cells[0] for cells in body]
     return [
-        *table(["row", *(c[0] for c in COLUMNS)], body),
+        *table(["row", *(c[0] for c in columns)], body),
         *attack_table(by_seed, methods),
+        *agreement(by_seed, [s for s, _, _ in seeds]),
         "",
         note,
         *provenance(files, datas, doc),
