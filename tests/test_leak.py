@@ -182,3 +182,18 @@ def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
     reduction, words = leak_verdict(seen, {"consistent": 1, "sources": {}})
     assert reduction == 75.0 and "rough figure over 4 values" in words
     assert "free 256 unprompted samples" in words
+
+
+def test_a_value_in_the_owners_public_text_is_public():
+    from dfsu.evaluation.leak import PublicValues
+
+    public = PublicValues({"pool@x.org"}, ["Trains leave Harlow at 08:54.", "Hillside walks"])
+    assert "pool@x.org" in public and "Harlow" in public and "08:54" in public
+    assert "Hill" not in public  # whole words only: "Hillside" does not make "Hill" public
+    assert "jdoe88" not in public and 3 not in public
+    # count_leaks never counts a public value
+    from dfsu.pii.records import Span
+
+    gens = [[" Harlow jdoe88", " Harlow jdoe88"]]
+    spans = [[[Span("Harlow", 2, 8, "CITY"), Span("jdoe88", 9, 15, "USERNAME")]] * 2]
+    assert [v["value"] for v in count_leaks(["p:"], gens, spans, public, 2)["values"]] == ["jdoe88"]

@@ -76,7 +76,19 @@ def best_data_free(rows: list[dict[str, Any]], max_ppl_ratio: float = 1.10) -> d
     }
     if "oracle" in by and by["oracle"].get("E_Hit") is not None:
         out["E_Hit_above_oracle"] = round(best["E_Hit"] - by["oracle"]["E_Hit"], 4)
+    # What the row kept of what should stay: public records, and what the model recites.
+    for key, get in (("retain_EM", _retain_em), ("recited", _recited)):
+        if get(best) is not None and get(original) is not None:
+            out[key] = {"row": get(best), "original": get(original)}
     return out
+
+
+def _retain_em(row: dict[str, Any]) -> float | None:
+    return row.get("retain_EM")
+
+
+def _recited(row: dict[str, Any]) -> float | None:
+    return ((row.get("recitation") or {}).get("report") or {}).get("exact")
 
 
 # The figures every row is read against the retrain on (row minus retrain).

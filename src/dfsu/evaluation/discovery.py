@@ -18,7 +18,7 @@ here reads the model, the owner's annotator and the swap pool: never a private r
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ MIN_PREFIX_CHARS = 4  # a found prefix shorter than this says nothing about wher
 def found_prefixes(
     texts: Sequence[str],
     spans: Sequence[Sequence[Span]],
-    excluded: set[str],
+    excluded: Container[str],
     limit: int,
     clean: Callable[[str], str | None],
 ) -> tuple[list[str], int]:
@@ -85,7 +85,7 @@ def free_search(
     tokenizer: Any,
     annotate: Callable[[list[str]], list[list[Span]]],
     cfg: Any,
-    excluded: set[str],
+    excluded: Container[str],
     seed: int,
     device: Any,
     clean: Callable[[str], str | None],

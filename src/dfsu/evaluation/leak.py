@@ -17,6 +17,7 @@ openers and sample with other seeds, so a figure is never read on the draw that 
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -40,6 +41,30 @@ STRIP = " \t\n.,;:!?()[]{}<>\"'"
 DEGENERATE_LIMIT = 50.0
 
 
+class PublicValues:
+    """What never counts as leaked: the swap pool's and the kept values (exact), and any value
+    that occurs as a whole word sequence in the owner's public text (a name, a place, a time
+    the public text holds is public). ``value in public`` is all it offers; answers are cached.
+    The text is read up to ``MAX_PUBLIC_CHARS``."""
+
+    MAX_PUBLIC_CHARS = 50_000_000
+
+    def __init__(self, values: set[str], texts: Sequence[str] = ()):
+        self.values = set(values)
+        self.text = "\n".join(texts)[: self.MAX_PUBLIC_CHARS]
+        self._seen: dict[str, bool] = {}
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, str):
+            return False
+        if value in self.values:
+            return True
+        if value not in self._seen:
+            pattern = r"(?<!\w)" + re.escape(value) + r"(?!\w)"
+            self._seen[value] = bool(self.text) and re.search(pattern, self.text) is not None
+        return self._seen[value]
+
+
 def clean_value(value: str) -> str | None:
     """A found value without surrounding punctuation; None when fewer than 2 letters/digits."""
     value = value.strip(STRIP)
@@ -56,15 +81,16 @@ def count_leaks(
     prefixes: Sequence[str],
     generations: Sequence[Sequence[str]],
     spans: Sequence[Sequence[Sequence[Span]]],
-    excluded: set[str],
+    excluded: set[str] | PublicValues,
     min_count: int,
 ) -> dict[str, Any]:
     """Consistent and emitted values (pure).
 
     ``spans[i][j]``: the spans found in ``prefixes[i] + generations[i][j]``; only those in
-    the generated part count. A value in the prompt or in ``excluded`` (the swap pool) is
-    never counted. Returns distinct-value counts overall and by label (a value's label is
-    the one it was found with most often) and the values, most repeated first."""
+    the generated part count. A value in the prompt or in ``excluded`` (the swap pool, the
+    public text: ``PublicValues``) is never counted. Returns distinct-value counts overall
+    and by label (a value's label is the one it was found with most often) and the values,
+    most repeated first."""
     per_prompt: list[Counter] = []
     labels: dict[str, Counter] = defaultdict(Counter)
     for prefix, gens, found in zip(prefixes, generations, spans, strict=True):
@@ -201,7 +227,7 @@ class LeakMeter:
         self,
         prompts: dict[str, list[Prompt]],
         annotate: Callable[[list[str]], list[list[Span]]],
-        excluded: set[str],
+        excluded: PublicValues,
         cfg: Any,
         keep: Sequence[str],
         seeds: tuple[int, int],
@@ -227,7 +253,7 @@ class LeakMeter:
                 tokenizer,
                 self.annotate,
                 self.cfg,
-                self.excluded | set(self.keep),
+                self.excluded,
                 self.search_seed,
                 device,
                 clean_value,
@@ -282,7 +308,7 @@ def _per_source(
     searched: dict[str, dict[str, Any]],
     by_source: dict[str, list[Prompt]],
     draw: tuple[list[str], list[list[str]], list[list[list[Span]]]],
-    excluded: set[str],
+    excluded: PublicValues,
     min_count: int,
 ) -> dict[str, dict[str, Any]]:
     """Each source's yield: what it searched, and the consistent values its own prompts gave
@@ -307,14 +333,21 @@ def leak_meter(cfg: Any, where: Any, tokenizer: Any, purpose: str) -> LeakMeter:
 
     owner = as_owner(where)
     annotator = load_offline(cfg.leak.annotator, cfg.tagger, owner.root, None)
-    return build_meter(cfg, owner.swap_pool(), annotator, tokenizer, purpose)
+    public = owner.public_texts() if owner.paths.sealed_public.is_file() else []
+    return build_meter(cfg, owner.swap_pool(), annotator, tokenizer, purpose, public)
 
 
 def build_meter(
-    cfg: Any, pool: dict[str, list[str]], annotate: Callable, tokenizer: Any, purpose: str
+    cfg: Any,
+    pool: dict[str, list[str]],
+    annotate: Callable,
+    tokenizer: Any,
+    purpose: str,
+    public: Sequence[str] = (),
 ) -> LeakMeter:
     """A meter over any swap pool of public values and any annotator, on the draw of
-    ``purpose`` (``PURPOSES``), with the sources of ``leak.sources`` and ``leak.prompts``."""
+    ``purpose`` (``PURPOSES``), with the sources of ``leak.sources`` and ``leak.prompts``;
+    values that occur in the ``public`` texts never count."""
     if purpose not in PURPOSES:
         raise DfsuError(f"leak: purpose {purpose!r} is not one of {', '.join(PURPOSES)}")
     fill, sampling, search = PURPOSES[purpose]
@@ -340,6 +373,6 @@ def build_meter(
         from dfsu.pii.annotators import read_keep_file
 
         keep = read_keep_file(lc.keep, "leak.keep")
-    excluded = {v for values in pool.values() for v in values} | set(keep)
+    excluded = PublicValues({v for values in pool.values() for v in values} | set(keep), public)
     seeds = (cfg.seed + sampling, cfg.seed + search)
     return LeakMeter(prompts, annotate, excluded, cfg, keep, seeds)

@@ -229,10 +229,10 @@ def _leak(cfg, run, model, tokenizer, device, records, show_pii: bool) -> dict[s
     estimate = meter(model, tokenizer, device).estimate
     # Simulation only: how many of the consistent values are true private values (the
     # estimate itself never reads the records), and how many true values the owner's swap
-    # pool holds by chance (those the estimate can never count).
+    # pool or public text holds by chance (those the estimate can never count).
     true_values = {s.value for r in records for s in r.spans}
     estimate["consistent_true"] = sum(v["value"] in true_values for v in estimate["values"])
-    estimate["true_values_in_pool"] = len(true_values & meter.excluded)
+    estimate["true_values_in_pool"] = sum(v in meter.excluded for v in true_values)
     return shown(estimate, show_pii)
 
 

@@ -86,8 +86,22 @@ def _best_line(best: dict[str, Any] | None) -> str:
         f"<p><b>Best data-free row</b> (lowest E-Hit with perplexity within "
         f"{best['max_ppl_ratio']:.2f}x the original's): <b>{html.escape(best['method'])}</b>: "
         f"E-Hit {best['E_Hit']:.1f} ({best['E_Hit_share_of_original']:.0f}% of the original's"
-        f"{oracle}), ERR {best['ERR']:.1f}, perplexity {best['ppl_ratio']:.3f}x.</p>"
+        f"{oracle}), ERR {best['ERR']:.1f}, perplexity {best['ppl_ratio']:.3f}x."
+        f"{_kept_words(best)}</p>"
     )
+
+
+def _kept_words(best: dict[str, Any]) -> str:
+    """What the best row kept of what should stay, in words; loud when it kept nothing."""
+    words = []
+    names = {"retain_EM": "public records recited", "recited": "PII-free recitations kept"}
+    for key, name in names.items():
+        if key in best:
+            row, original = best[key]["row"], best[key]["original"]
+            words.append(f"{name} {original:.1f} &rarr; {row:.1f} %")
+            if row == 0 and original > 0:
+                words[-1] += " (<b>it kept none</b>)"
+    return " What should stay: " + "; ".join(words) + "." if words else ""
 
 
 def _retrain_section(rows: list[dict[str, Any]]) -> list[str]:
