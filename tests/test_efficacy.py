@@ -75,3 +75,19 @@ def test_the_leak_estimate_orders_the_rows_like_e_hit(memorizing_run):
     names = sorted(rows)
     rho = spearman([estimate[n] for n in names], [e_hit[n] for n in names])
     assert rho >= 0.6, (rho, estimate, e_hit)
+
+
+@pytest.mark.slow
+def test_the_recitation_measure_sees_what_unlearning_took(memorizing_run):
+    """The data-free recitation measure: the original recites every text harvested from it,
+    and it falls where unlearning erased what the model recited (breaks: a measure that is
+    constant, or that reads the original instead of the row's model)."""
+    _, _, results = memorizing_run
+    rows = _rows(results)
+    original = rows["original"]["recitation"]["report"]
+    assert original["texts"] >= 2 and original["exact"] == 100.0, original
+    similarity = {r: rows[r]["recitation"]["report"]["similarity"] for r in UNLEARNED}
+    assert min(similarity.values()) < original["similarity"] - 20, similarity
+    # The retrain recites general text as the original does, not what only the original knew
+    # by heart: the measure differs between models (not a constant).
+    assert len({rows[r]["recitation"]["report"]["similarity"] for r in rows}) >= 3

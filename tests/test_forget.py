@@ -96,6 +96,11 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     assert values and all("•" in v["value"] for v in values)  # found, and masked
     assert summary["bound"]["within"] and summary["perplexity"]["documents"] == 10
     assert summary["rounds"] and summary["rounds"][0]["round"] == 0
+    # What the model recites without PII, before and after, in numbers and in words.
+    recitation = summary["recitation"]
+    assert recitation["before"]["report"]["texts"] >= 1, recitation
+    assert recitation["before"]["report"]["exact"] == 100.0  # the original recites its own
+    assert "still recites" in recitation["words"]
     # The owner's attacks, read with the leak estimate, in numbers and in words.
     assert set(summary["attacks"]) == {"quant:4", "relearn:20"}
     for label, attack in summary["attacks"].items():
