@@ -41,6 +41,12 @@ MICRO = [
     "leak.per_template=1",
     "leak.max_new_tokens=12",
     "leak.check_prompts=6",
+    "leak.free_samples=24",
+    "leak.free_tokens=16",
+    "leak.replay_prompts=8",
+    # a small recitation harvest
+    "recitation.first_tokens=4",
+    "recitation.branches=4",
     # no attack suite (tests/test_attacks.py and the memorizing run read it)
     "evaluation.attacks=[]",
 ]
@@ -115,6 +121,11 @@ MEMORIZING = [
     "leak.per_template=8",
     "leak.samples=10",
     "leak.max_new_tokens=24",
+    "leak.free_samples=96",
+    "leak.free_tokens=40",
+    "leak.replay_prompts=24",
+    "recitation.first_tokens=8",
+    "recitation.branches=8",
 ]
 
 

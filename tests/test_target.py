@@ -152,3 +152,18 @@ def test_continued_pretraining_from_a_local_checkpoint(tmp_path, micro_cfg):
     before = json.loads((first / "target" / "metrics.json").read_text())["eval_ppl"]
     after = json.loads((out / "metrics.json").read_text())["eval_ppl"]
     assert after < before  # a second pass over the same kind of text lowers perplexity
+
+
+@pytest.mark.parametrize("arch", ["gpt_neox", "gpt2", "llama"])
+def test_the_target_is_built_in_the_configured_architecture(arch):
+    from dfsu.stages.target import build_model
+    from dfsu.unlearning.lora import LORA_MODULES
+
+    cfg = load_config(
+        "tiny", [f"target.arch={arch}", "target.hidden_size=32", "target.num_layers=1"]
+    )
+    model = build_model(cfg.target, 300, 0, 1)
+    assert model.config.model_type == arch and arch in LORA_MODULES
+    assert model(input_ids=torch.tensor([[0, 5, 7]])).logits.shape == (1, 3, 300)
+    with pytest.raises(DfsuError, match="target.arch"):
+        load_config("tiny", ["target.arch=bert"])

@@ -98,7 +98,14 @@ class CorpusConfig:
 
 @dataclass
 class TargetConfig:
-    """The target causal LM: tokenizer, architecture (GPT-NeoX) and (continued) pre-training."""
+    """The target causal LM: tokenizer, architecture and (continued) pre-training."""
+
+    arch: str = _f(
+        "gpt_neox",
+        "architecture built from the config: gpt_neox (Pythia), gpt2 or llama (all with the "
+        "run's byte-level BPE)",
+        neutral="gpt_neox",
+    )
 
     init_from: str | None = _f(
         None, "local HF causal LM directory for continued pre-training; null = build from config"
@@ -148,6 +155,11 @@ class TargetConfig:
             self.hidden_size % self.num_heads == 0, "target.hidden_size", "not divisible by heads"
         )
         _check(self.epochs > 0, "target.epochs", "must be > 0")
+        _check(
+            self.arch in ("gpt_neox", "gpt2", "llama"),
+            "target.arch",
+            "must be gpt_neox, gpt2 or llama",
+        )
         _check(self.lr > 0, "target.lr", "must be > 0")
         _check(
             self.batch_size % self.micro_batch_size == 0,

@@ -66,21 +66,49 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
     )
 
 
-def build_model(tc: TargetConfig, vocab_size: int, eos_id: int, pad_id: int) -> GPTNeoXForCausalLM:
-    """A GPT-NeoX (Pythia architecture) model from the config."""
+def build_model(tc: TargetConfig, vocab_size: int, eos_id: int, pad_id: int) -> PreTrainedModel:
+    """A model of ``target.arch`` from the config: GPT-NeoX (the Pythia architecture), GPT-2
+    or Llama, the same widths, an untied output layer."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    positions = max(tc.block_size, 512)
+    tokens = {"bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": pad_id}
+    if tc.arch == "gpt2":
+        config = GPT2Config(
+            vocab_size=vocab_size,
+            n_embd=tc.hidden_size,
+            n_layer=tc.num_layers,
+            n_head=tc.num_heads,
+            n_inner=tc.intermediate_size,
+            n_positions=positions,
+            tie_word_embeddings=False,
+            **tokens,
+        )
+        return GPT2LMHeadModel(config)
+    if tc.arch == "llama":
+        config = LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=tc.hidden_size,
+            intermediate_size=tc.intermediate_size,
+            num_hidden_layers=tc.num_layers,
+            num_attention_heads=tc.num_heads,
+            num_key_value_heads=tc.num_heads,
+            max_position_embeddings=positions,
+            tie_word_embeddings=False,
+            **tokens,
+        )
+        return LlamaForCausalLM(config)
     config = GPTNeoXConfig(
         vocab_size=vocab_size,
         hidden_size=tc.hidden_size,
         num_hidden_layers=tc.num_layers,
         num_attention_heads=tc.num_heads,
         intermediate_size=tc.intermediate_size,
-        max_position_embeddings=max(tc.block_size, 512),
+        max_position_embeddings=positions,
         rotary_pct=0.25,
         use_parallel_residual=True,
         tie_word_embeddings=False,
-        bos_token_id=eos_id,
-        eos_token_id=eos_id,
-        pad_token_id=pad_id,
+        **tokens,
     )
     return GPTNeoXForCausalLM(config)
 
