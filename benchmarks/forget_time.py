@@ -1,0 +1,71 @@
+"""Where `dfsu forget`'s time goes on a model, measured in one run.
+
+    python benchmarks/forget_time.py MODEL [--config tiny] [k=v ...]
+
+MODEL is a model directory (e.g. a `dfsu run tiny` directory's RUN/target). Runs `dfsu forget
+--model MODEL` with its defaults into a temporary directory and prints each stage's wall
+seconds (from OUT/manifest.json), the whole command's, and the share of them spent on the two
+data-free measures added to every evaluation: the leak estimate's free search (unprompted
+samples, ``search_seconds``) and the recitation harvest (timed here again on the model, alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from dfsu.cli import main as dfsu
+
+
+def _harvest_seconds(config: str, overrides: list[str], model: Path, out: Path) -> float:
+    from dfsu.components.models import load_causal_lm
+    from dfsu.config import load_config
+    from dfsu.evaluation.recitation import harvest
+    from dfsu.pii.annotators import load_offline
+
+    cfg = load_config(config, overrides)
+    annotate = load_offline(cfg.leak.annotator, cfg.tagger, out, None)
+    lm, tokenizer = load_causal_lm(model)
+    started = time.monotonic()
+    rows = harvest(lm.eval(), tokenizer, annotate, cfg, "cpu")
+    seconds = time.monotonic() - started
+    print(f"recitation harvest alone: {seconds:.1f} s, {len(rows)} texts")
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("--config", default="tiny")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        started = time.monotonic()
+        code = dfsu(
+            ["--quiet", "forget", "--model", args.model, "--out", str(out), "--config", args.config]
+            + args.overrides
+        )
+        total = time.monotonic() - started
+        if code:
+            return code
+        stages = json.loads((out / "manifest.json").read_text())["stages"]
+        for name, stage in stages.items():
+            print(f"{name:28s} {stage.get('seconds', 0):8.1f} s")
+        summary = json.loads((out / "summary.json").read_text())
+        search = summary["leak"]["search_seconds"]
+        print(f"dfsu forget: {total:.1f} s in all ({summary['steps']} unlearning steps)")
+        print(
+            f"free search of the report estimates: before {search['before']} s, after "
+            f"{search['after']} s"
+        )
+        harvest = _harvest_seconds(args.config, args.overrides, Path(args.model), out)
+        print(f"share of the whole: recitation harvest {100 * harvest / total:.1f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
