@@ -159,8 +159,8 @@ class RecitationConfig:
     and the share of them a model still continues word for word."""
 
     enabled: bool = _f(True, "measure it in every evaluation and in dfsu forget's summary")
-    first_tokens: int = _f(16, "the branch search's likeliest first tokens", bounds=(1, 100_000))
-    branches: int = _f(8, "texts followed per first token", bounds=(1, 10_000))
+    first_tokens: int = _f(32, "the branch search's likeliest first tokens", bounds=(1, 100_000))
+    branches: int = _f(16, "texts followed per first token", bounds=(1, 10_000))
     head_tokens: int = _f(8, "tokens of each text's head, the prompt", bounds=(1, MAX_NEW_TOKENS))
     tokens: int = _f(
         24, "tokens of the recited continuation after the head", bounds=(1, MAX_NEW_TOKENS)

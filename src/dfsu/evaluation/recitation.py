@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -93,14 +94,18 @@ def harvest(
         **evaluation_sampling(cfg.evaluation),
     )
     stable = [
-        (head, text)
-        for head, text, draws in zip(heads, greedy, drawn, strict=True)
+        (i, head, text)
+        for i, (head, text, draws) in enumerate(zip(heads, greedy, drawn, strict=True))
         if len(text.strip()) >= rc.min_chars and all(d == text for d in draws)
     ]
-    found = annotate([h + t for h, t in stable])
+    # The annotator reads each text continued as far again: a value cut at the end of the
+    # recited tokens (half an IP address, a phone number's first digits) is found whole.
+    longer = [replace(prompts[i], suffix_tokens=2 * rc.tokens) for i, _, _ in stable]
+    extended = [g[0] for g in _greedy(model, tokenizer, longer, device)]
+    found = annotate([h + e for (_, h, _), e in zip(stable, extended, strict=True)])
     rows = [
         {"head": h, "text": t, "half": half_of(h)}
-        for (h, t), spans in zip(stable, found, strict=True)
+        for (_, h, t), spans in zip(stable, found, strict=True)
         if not spans
     ]
     return rows[: rc.max_texts]
