@@ -197,3 +197,19 @@ def test_a_value_in_the_owners_public_text_is_public():
     gens = [[" Harlow jdoe88", " Harlow jdoe88"]]
     spans = [[[Span("Harlow", 2, 8, "CITY"), Span("jdoe88", 9, 15, "USERNAME")]] * 2]
     assert [v["value"] for v in count_leaks(["p:"], gens, spans, public, 2)["values"]] == ["jdoe88"]
+
+
+def test_a_value_written_after_many_prompts_is_generic_not_leaked():
+    from dfsu.pii.records import Span
+
+    prefixes = [f"p{i}:" for i in range(10)]
+    # "Maria" follows every prompt (a default name); "jdoe88" only its own record's prompt.
+    gens = [[" Maria", " Maria"] for _ in prefixes]
+    spans = [[[Span("Maria", len(p) + 1, len(p) + 6, "FIRSTNAME")]] * 2 for p in prefixes]
+    gens[0] = [" jdoe88", " jdoe88"]
+    spans[0] = [[Span("jdoe88", 4, 10, "USERNAME")]] * 2
+    counted = count_leaks(prefixes, gens, spans, set(), 2, max_prompt_share=0.3)
+    assert [v["value"] for v in counted["values"]] == ["jdoe88"] and counted["generic"] == 1
+    # Off (share 1), or too few prompts to tell (the floor of 3): both count.
+    assert count_leaks(prefixes, gens, spans, set(), 2)["consistent"] == 2
+    assert count_leaks(prefixes[:4], gens[:4], spans[:4], set(), 2, 0.3)["consistent"] == 2

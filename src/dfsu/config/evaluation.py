@@ -120,6 +120,12 @@ class LeakConfig:
         2, "m: a value is consistent when it appears in >= m of the K samples", bounds=(1, 1000)
     )
     max_new_tokens: int = _f(40, "tokens generated per continuation", bounds=(1, MAX_NEW_TOKENS))
+    max_prompt_share: float = _f(
+        0.05,
+        "a value emitted after more than this share of the prompts (and more than 3) is "
+        "generic (a default name, a stock phrase), never counted; 1 = off",
+        bounds=(0.0, 1.0),
+    )
     annotator: str = _f("hybrid", "pattern, tagger or hybrid (the run's tagger; never llm)")
     check_prompts: int = _f(
         40,

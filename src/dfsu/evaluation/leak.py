@@ -39,6 +39,9 @@ STRIP = " \t\n.,;:!?()[]{}<>\"'"
 # A round of dfsu-loop whose samples are mostly degenerate has not forgotten, it has stopped
 # writing record-shaped text at all ("::::::::"): it is never kept.
 DEGENERATE_LIMIT = 50.0
+# A value emitted after at most this many prompts is never generic (``count_leaks``), however
+# few prompts an estimate has.
+GENERIC_FLOOR = 3
 
 
 class PublicValues:
@@ -83,13 +86,17 @@ def count_leaks(
     spans: Sequence[Sequence[Sequence[Span]]],
     excluded: set[str] | PublicValues,
     min_count: int,
+    max_prompt_share: float = 1.0,
 ) -> dict[str, Any]:
     """Consistent and emitted values (pure).
 
     ``spans[i][j]``: the spans found in ``prefixes[i] + generations[i][j]``; only those in
     the generated part count. A value in the prompt or in ``excluded`` (the swap pool, the
-    public text: ``PublicValues``) is never counted. Returns distinct-value counts overall
-    and by label (a value's label is the one it was found with most often) and the values,
+    public text: ``PublicValues``) is never counted, nor is a *generic* one: emitted after
+    more than ``max_prompt_share`` of the prompts (and more than ``GENERIC_FLOOR``), a value
+    the model writes into any context (a default name, a stock phrase), not one it recalls
+    from a record's own context. Returns distinct-value counts overall and by label (a value's
+    label is the one it was found with most often), how many were generic, and the values,
     most repeated first."""
     per_prompt: list[Counter] = []
     labels: dict[str, Counter] = defaultdict(Counter)
@@ -109,6 +116,12 @@ def count_leaks(
                 labels[value][span.label] += 1
             seen.update(values)
         per_prompt.append(seen)
+    spread = Counter(v for seen in per_prompt for v in seen)  # prompts each value came after
+    limit = max(GENERIC_FLOOR, max_prompt_share * len(prefixes))
+    generic = {v for v, n in spread.items() if n > limit}
+    per_prompt = [
+        Counter({v: n for v, n in seen.items() if v not in generic}) for seen in per_prompt
+    ]
     best: Counter = Counter()  # a value's highest count of samples within one prompt
     prompts_consistent: Counter = Counter()
     for seen in per_prompt:
@@ -134,6 +147,7 @@ def count_leaks(
         "emitted": len(best),
         # Percent of samples that are empty or one repeated character: collapse, not forgetting.
         "degenerate": round(100 * degenerate / max(len(samples), 1), 2),
+        "generic": len(generic),
         "by_label": dict(sorted(by_label.items())),
         "values": values,
         "prompts": len(prefixes),
@@ -285,14 +299,14 @@ class LeakMeter:
         found = iter(self.annotate(texts))
         spans = [[next(found) for _ in gs] for gs in generations]
         prefixes = [p.prefix for p in prompts]
-        estimate = count_leaks(prefixes, generations, spans, self.excluded, lc.min_count)
+        estimate = count_leaks(
+            prefixes, generations, spans, self.excluded, lc.min_count, lc.max_prompt_share
+        )
         estimate["samples_per_prompt"] = lc.samples
         estimate["min_count"] = lc.min_count
         if searched is not None:
             draw = (prefixes, generations, spans)
-            estimate["sources"] = _per_source(
-                searched, by_source, draw, self.excluded, lc.min_count
-            )
+            estimate["sources"] = _per_source(searched, by_source, draw, self.excluded, lc)
         return Draw(estimate, prefixes, generations, spans)
 
 
@@ -309,7 +323,7 @@ def _per_source(
     by_source: dict[str, list[Prompt]],
     draw: tuple[list[str], list[list[str]], list[list[list[Span]]]],
     excluded: PublicValues,
-    min_count: int,
+    lc: Any,
 ) -> dict[str, dict[str, Any]]:
     """Each source's yield: what it searched, and the consistent values its own prompts gave
     back (``confirmed``; a value two sources confirm counts for both)."""
@@ -318,7 +332,8 @@ def _per_source(
         part = [x[at : at + len(prompts)] for x in draw]
         at += len(prompts)
         if name in searched:
-            confirmed = count_leaks(*part, excluded, min_count)["consistent"] if prompts else 0
+            counted = count_leaks(*part, excluded, lc.min_count, lc.max_prompt_share)
+            confirmed = counted["consistent"] if prompts else 0
             out[name] = searched[name] | {"confirmed": confirmed}
     return out
 
