@@ -18,7 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-console = Console(stderr=True)
+console = Console(stderr=True, emoji=False)  # "synthesize:free: up to date" is no emoji
 _quiet = False
 _active = 0  # rich draws one live display at a time: a bar inside a bar stays hidden
 
