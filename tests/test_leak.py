@@ -182,6 +182,8 @@ def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
     reduction, words = leak_verdict(seen, {"consistent": 1, "sources": {}})
     assert reduction == 75.0 and "rough figure over 4 values" in words
     assert "free 256 unprompted samples" in words
+    after = {"consistent": 1, "sources": {"shapes": {"confirmed": 1}, "free": {"confirmed": 0}}}
+    assert "by source: shapes 0 -> 1, free 0 -> 0" in leak_verdict(seen, after)[1]
 
 
 def test_a_value_in_the_owners_public_text_is_public():

@@ -320,6 +320,13 @@ def leak_verdict(before: dict[str, Any], after: dict[str, Any]) -> tuple[float |
         )
     reduction = 100 * (1 - a / b)
     words = f"leak {b} -> {a} ({reduction:.1f} % fewer) on a draw apart from the selection's"
+    per_source = [
+        f"{name} {got['confirmed']} -> {after['sources'][name]['confirmed']}"
+        for name, got in before["sources"].items()
+        if name in after.get("sources", {})
+    ]
+    if per_source:
+        words += f" (by source: {', '.join(per_source)})"
     if b < FEW_VALUES:
         words += f", a rough figure over {b} values"
     return reduction, f"{words}; searched: {searched}"
