@@ -177,6 +177,7 @@ def result_row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
             "true_values_in_pool",
             "prompts",
             "sources",
+            "generic",
         )
         row["leak_estimate"] = {k: result["leak_estimate"].get(k) for k in keys}
     summary = RunPaths(run).unlearned_summary(name)
