@@ -124,8 +124,8 @@ MEMORIZING = [
     "leak.free_samples=96",
     "leak.free_tokens=40",
     "leak.replay_prompts=24",
-    "recitation.first_tokens=8",
-    "recitation.branches=8",
+    "recitation.first_tokens=32",
+    "recitation.branches=16",
 ]
 
 

@@ -53,7 +53,12 @@ def _true_e_hit(memorizing_run, model_dir, out):
     from dfsu.stages.evaluate import evaluate_model
 
     cfg, run, _ = memorizing_run
-    cfg = dataclasses.replace(cfg, leak=dataclasses.replace(cfg.leak, enabled=False))
+    off = {"enabled": False}
+    cfg = dataclasses.replace(
+        cfg,
+        leak=dataclasses.replace(cfg.leak, **off),
+        recitation=dataclasses.replace(cfg.recitation, **off),
+    )
     return evaluate_model(cfg, run, model_dir, out)["E_Hit"]
 
 
@@ -98,9 +103,11 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     assert summary["rounds"] and summary["rounds"][0]["round"] == 0
     # What the model recites without PII, before and after, in numbers and in words.
     recitation = summary["recitation"]
-    assert recitation["before"]["report"]["texts"] >= 1, recitation
-    assert recitation["before"]["report"]["exact"] == 100.0  # the original recites its own
-    assert "still recites" in recitation["words"]
+    texts = recitation["before"]["report"]["texts"]
+    assert texts == recitation["after"]["report"]["texts"]  # the same harvest read twice
+    if texts:  # the micro tagger may leave no PII-free recitation in this half
+        assert recitation["before"]["report"]["exact"] == 100.0  # the original recites its own
+    assert ("still recites" in recitation["words"]) == bool(texts), recitation["words"]
     # The owner's attacks, read with the leak estimate, in numbers and in words.
     assert set(summary["attacks"]) == {"quant:4", "relearn:20"}
     for label, attack in summary["attacks"].items():
@@ -170,7 +177,7 @@ def _random_checkpoint(kind, tokenizer_dir, path, width=32):
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)  # the same weights whatever ran before
     if kind == "gpt2":
-        config = GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=width, n_layer=2, n_head=2)
+        config = GPT2Config(vocab_size=len(tok), n_positions=256, n_embd=width, n_layer=2, n_head=2)
         model = GPT2LMHeadModel(config)
     else:
         config = LlamaConfig(
@@ -180,7 +187,7 @@ def _random_checkpoint(kind, tokenizer_dir, path, width=32):
             num_hidden_layers=2,
             num_attention_heads=2,
             num_key_value_heads=2,
-            max_position_embeddings=128,
+            max_position_embeddings=256,
         )
         model = LlamaForCausalLM(config)
     config.pad_token_id, config.eos_token_id = tok.pad_token_id, tok.eos_token_id

@@ -33,6 +33,7 @@ from dfsu.evaluation.sampler import (
 )
 
 HALVES = ("select", "report")
+EXTRA_TOKENS = 12  # how far past a recited text the annotator reads
 
 
 def half_of(head: str) -> str:
@@ -98,15 +99,16 @@ def harvest(
         for i, (head, text, draws) in enumerate(zip(heads, greedy, drawn, strict=True))
         if len(text.strip()) >= rc.min_chars and all(d == text for d in draws)
     ]
-    # The annotator reads each text continued as far again: a value cut at the end of the
-    # recited tokens (half an IP address, a phone number's first digits) is found whole.
-    longer = [replace(prompts[i], suffix_tokens=2 * rc.tokens) for i, _, _ in stable]
+    # The annotator reads each text continued a little further: a value cut at the end of the
+    # recited tokens (half an IP address, a phone number's first digits) is found whole; a
+    # value that starts after the recited text is not in it.
+    longer = [replace(prompts[i], suffix_tokens=rc.tokens + EXTRA_TOKENS) for i, _, _ in stable]
     extended = [g[0] for g in _greedy(model, tokenizer, longer, device)]
     found = annotate([h + e for (_, h, _), e in zip(stable, extended, strict=True)])
     rows = [
         {"head": h, "text": t, "half": half_of(h)}
         for (_, h, t), spans in zip(stable, found, strict=True)
-        if not spans
+        if not any(s.start < len(h + t) for s in spans)
     ]
     return rows[: rc.max_texts]
 
