@@ -198,8 +198,9 @@ def measure(cfg: Any, owner: Owner, model_dir: Path, path: Path, show_pii: bool)
 
 
 def _recitation(cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any) -> Any:
-    """Retention of what the owner's model (as given) recites word for word: harvested once
-    into OUT/eval/recitations.json (texts that hold no PII, written owner-only)."""
+    """Retention of what the owner's model (as given) recites word for word, harvested from
+    it for each measurement and never written: the texts may hold a value the annotator
+    missed."""
     from dfsu.evaluation.recitation import recitations, retention
     from dfsu.pii.annotators import load_offline
 
@@ -208,7 +209,7 @@ def _recitation(cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any)
     rows = recitations(
         cfg,
         owner.model,
-        owner.root / "eval" / "recitations.json",
+        None,
         lambda: load_offline(cfg.leak.annotator, cfg.tagger, owner.root, None),
         device,
     )

@@ -120,10 +120,11 @@ def _greedy(model: Any, tokenizer: Any, prompts: list[Prompt], device: Any) -> l
 
 
 def recitations(
-    cfg: Any, original: Path, cache: Path, annotate: Callable[[], Callable], device: Any
+    cfg: Any, original: Path, cache: Path | None, annotate: Callable[[], Callable], device: Any
 ) -> list[dict[str, str]]:
-    """The recitations of the model in ``original`` (harvested once, kept in ``cache`` under a
-    key of the settings and the model's files; ``annotate()`` loads the annotator)."""
+    """The recitations of the model in ``original`` (``annotate()`` loads the annotator),
+    kept in ``cache`` under a key of the settings and the model's files; ``cache`` None:
+    harvested anew, never written (the texts may hold a value the annotator missed)."""
     from dfsu.components.models import load_causal_lm
     from dfsu.rundir import atomic_write_json
 
@@ -131,12 +132,14 @@ def recitations(
     blob = [cfg.seed, dataclasses.asdict(cfg.recitation), evaluation_sampling(cfg.evaluation)]
     blob += [str(original.resolve()), files]
     key = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
-    if cache.is_file():
+    if cache is not None and cache.is_file():
         saved = json.loads(cache.read_text())
         if saved.get("key") == key:
             return saved["rows"]
     model, tokenizer = load_causal_lm(original)
     rows = harvest(model.to(device).eval(), tokenizer, annotate(), cfg, device)
+    if cache is None:
+        return rows
     cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     atomic_write_json(cache, {"key": key, "rows": rows})
     return rows
