@@ -5,10 +5,11 @@ import shutil
 import pytest
 from conftest import FAST_UNLEARNING
 
-from dfsu.audit import audit, read_prompts, redacted
+from dfsu.audit import audit, redacted
 from dfsu.cli import main
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
+from dfsu.evaluation.discovery import read_prompts
 from dfsu.pii.redact import mask_value
 from dfsu.stages.unlearn import unlearn
 

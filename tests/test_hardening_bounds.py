@@ -122,7 +122,7 @@ def test_unknown_locales_are_one_line_errors(tmp_path, capsys):
 
 
 def test_a_huge_prompts_file_is_refused(tmp_path):
-    from dfsu.audit import read_prompts
+    from dfsu.evaluation.discovery import read_prompts
 
     prompts = tmp_path / "p.txt"
     prompts.write_text("Login alert: user\n" * 20_000)

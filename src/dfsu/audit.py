@@ -19,49 +19,13 @@ from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import Prompt, sample_continuations
 from dfsu.pii.detectors import detect
 from dfsu.pii.redact import mask_value
-from dfsu.rundir import RunPaths, atomic_write_text, iter_jsonl
-
-MAX_PROMPTS = 10_000  # greedy continuations are computed for every prompt, for each model
-MAX_PROMPT_CHARS = 2000
+from dfsu.rundir import RunPaths, atomic_write_text
 
 
 def default_prompts() -> Path:
     from dfsu.config import configs_dir
 
     return configs_dir() / "audit-prompts.txt"
-
-
-def read_prompts(path: str | Path) -> list[str]:
-    """Prompts from a text file (one per line, '#' comments) or JSONL rows with 'prompt';
-    at most MAX_PROMPTS of at most MAX_PROMPT_CHARS characters each."""
-    path = Path(path)
-    if not path.is_file():
-        raise DfsuError(f"{path}: no such prompts file")
-    prompts = []
-
-    def add(prompt: str, number: int) -> None:
-        if len(prompt) > MAX_PROMPT_CHARS:
-            raise DfsuError(f"{path}: line {number}: longer than {MAX_PROMPT_CHARS} characters")
-        if len(prompts) == MAX_PROMPTS:
-            raise DfsuError(f"{path}: more than {MAX_PROMPTS} prompts")
-        prompts.append(prompt)
-
-    if path.suffix == ".jsonl":
-        for number, row in iter_jsonl(path):
-            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-                raise DfsuError(f"{path}: line {number}: needs a string 'prompt'")
-            add(row["prompt"], number)
-    else:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise DfsuError(f"{path}: not UTF-8 text") from None
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip() and not line.lstrip().startswith("#"):
-                add(line.rstrip(), number)
-    if not prompts:
-        raise DfsuError(f"{path}: holds no prompt")
-    return prompts
 
 
 def pii_spans(text: str, types: set[str] | None) -> list[dict[str, Any]]:

@@ -202,17 +202,10 @@ def _recitation(cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any)
     it for each measurement and never written: the texts may hold a value the annotator
     missed."""
     from dfsu.evaluation.recitation import recitations, retention
-    from dfsu.pii.annotators import load_offline
 
     if not cfg.recitation.enabled:
         return None
-    rows = recitations(
-        cfg,
-        owner.model,
-        None,
-        lambda: load_offline(cfg.leak.annotator, cfg.tagger, owner.root, None),
-        device,
-    )
+    rows = recitations(cfg, owner.model, owner.root, None, device)
     return retention(model, tokenizer, rows, device)
 
 

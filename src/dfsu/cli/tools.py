@@ -92,11 +92,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from dfsu.audit import (
         audit,
         default_prompts,
-        read_prompts,
         redacted,
         vocabulary_line,
         write_audit_html,
     )
+    from dfsu.evaluation.discovery import read_prompts
     from dfsu.rundir import atomic_write_json
     from dfsu.ui import rich_safe
 

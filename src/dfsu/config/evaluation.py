@@ -106,8 +106,8 @@ class LeakConfig:
     )
     prompts: str | None = _f(
         None,
-        "file of the owner's contexts, one a line (where the model was seen to leak), each "
-        "continued K times like a shape prompt",
+        "file of the owner's contexts (where the model was seen to leak; one a line, # comments, "
+        "or JSONL with 'prompt'), each continued K times like a shape prompt",
     )
     per_template: int = _f(
         8, "prompts per record shape, each with its own swapped values", bounds=(1, 10_000)

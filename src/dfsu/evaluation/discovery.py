@@ -25,9 +25,12 @@ from typing import Any
 from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import Prompt, evaluation_sampling, sample_continuations
 from dfsu.pii.records import Span
+from dfsu.rundir import iter_jsonl
 
 SOURCES = ("shapes", "free")  # leak.sources; ``prompts`` joins them when leak.prompts is set
 MIN_PREFIX_CHARS = 4  # a found prefix shorter than this says nothing about where the value is
+MAX_PROMPTS = 10_000  # greedy continuations are computed for every prompt, for each model
+MAX_PROMPT_CHARS = 2000
 
 
 def found_prefixes(
@@ -58,25 +61,40 @@ def found_prefixes(
             break
     with_value = sum(value_counts.values())
     order = sorted(range(len(firsts)), key=lambda i: (-value_counts[firsts[i][1]], i))
-    out: list[str] = []
-    for i in order:
-        if firsts[i][0] not in out:
-            out.append(firsts[i][0])
-        if len(out) >= limit:
-            break
+    out = list(dict.fromkeys(firsts[i][0] for i in order))[:limit]  # distinct, in order
     return out, with_value
 
 
-def read_prompts_file(path: str, setting: str) -> list[str]:
-    """The owner's contexts: one a line (blank lines skipped), or a one-line error."""
-    p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DfsuError(f"{setting}: cannot read {p}: {exc.__class__.__name__}") from None
-    prompts = [line.rstrip() for line in lines if line.strip()]
+def read_prompts(path: str | Path) -> list[str]:
+    """Prompts from a text file (one per line, '#' comments) or JSONL rows with 'prompt';
+    at most MAX_PROMPTS of at most MAX_PROMPT_CHARS characters each."""
+    path = Path(path)
+    if not path.is_file():
+        raise DfsuError(f"{path}: no such prompts file")
+    prompts = []
+
+    def add(prompt: str, number: int) -> None:
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise DfsuError(f"{path}: line {number}: longer than {MAX_PROMPT_CHARS} characters")
+        if len(prompts) == MAX_PROMPTS:
+            raise DfsuError(f"{path}: more than {MAX_PROMPTS} prompts")
+        prompts.append(prompt)
+
+    if path.suffix == ".jsonl":
+        for number, row in iter_jsonl(path):
+            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+                raise DfsuError(f"{path}: line {number}: needs a string 'prompt'")
+            add(row["prompt"], number)
+    else:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise DfsuError(f"{path}: not UTF-8 text") from None
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                add(line.rstrip(), number)
     if not prompts:
-        raise DfsuError(f"{setting}: {p} holds no prompt (one context a line)")
+        raise DfsuError(f"{path}: holds no prompt")
     return prompts
 
 

@@ -282,9 +282,10 @@ class LeakMeter:
         lc = self.cfg.leak
         searched = None if limit else self._search(model, tokenizer, device)
         by_source = {**self.fixed, "free": self.found}
-        prompts = [p for ps in by_source.values() for p in ps]
         if limit:
             prompts = _in_turn(self.found, *self.fixed.values())[:limit]
+        else:
+            prompts = [p for ps in by_source.values() for p in ps]
         batch = max(32, self.cfg.evaluation.batch_size)  # short prompts: at least 32
         generations = sample_continuations(
             model,
@@ -366,7 +367,7 @@ def build_meter(
     if purpose not in PURPOSES:
         raise DfsuError(f"leak: purpose {purpose!r} is not one of {', '.join(PURPOSES)}")
     fill, sampling, search = PURPOSES[purpose]
-    from dfsu.evaluation.discovery import read_prompts_file
+    from dfsu.evaluation.discovery import read_prompts
     from dfsu.pii.generator import load_templates, usable_templates
 
     lc = cfg.leak
@@ -379,7 +380,7 @@ def build_meter(
             pool, usable, lc.per_template, lc.max_new_tokens, seed, tokenizer
         )
     if lc.prompts:
-        owner = read_prompts_file(lc.prompts, "leak.prompts")
+        owner = read_prompts(lc.prompts)
         prompts["prompts"] = [
             Prompt(f"owner-{i}", p, "", [], lc.max_new_tokens) for i, p in enumerate(owner)
         ]

@@ -63,13 +63,13 @@ def _heads(model: Any, tokenizer: Any, rc: Any, device: Any) -> list[str]:
     texts = branch_recitations(
         model, tokenizer, rc.first_tokens, rc.branches, rc.head_tokens + 1, device
     )
-    heads = []
+    heads: dict[str, None] = {}  # distinct, in the search's order
     for text in texts:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"][: rc.head_tokens]
         head = tokenizer.decode(ids, skip_special_tokens=True)
-        if len(ids) == rc.head_tokens and head.strip() and head not in heads:
-            heads.append(head)
-    return heads
+        if len(ids) == rc.head_tokens and head.strip():
+            heads[head] = None
+    return list(heads)
 
 
 def harvest(
@@ -120,12 +120,14 @@ def _greedy(model: Any, tokenizer: Any, prompts: list[Prompt], device: Any) -> l
 
 
 def recitations(
-    cfg: Any, original: Path, cache: Path | None, annotate: Callable[[], Callable], device: Any
+    cfg: Any, original: Path, root: Path, cache: Path | None, device: Any
 ) -> list[dict[str, str]]:
-    """The recitations of the model in ``original`` (``annotate()`` loads the annotator),
-    kept in ``cache`` under a key of the settings and the model's files; ``cache`` None:
-    harvested anew, never written (the texts may hold a value the annotator missed)."""
+    """The recitations of the model in ``original``, found with the owner's annotator (the
+    tagger in ROOT/tagger or ``tagger.path``), kept in ``cache`` under a key of the settings
+    and the model's files; ``cache`` None: harvested anew, never written (the texts may hold
+    a value the annotator missed)."""
     from dfsu.components.models import load_causal_lm
+    from dfsu.pii.annotators import load_offline
     from dfsu.rundir import atomic_write_json
 
     files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in original.iterdir())
@@ -137,7 +139,8 @@ def recitations(
         if saved.get("key") == key:
             return saved["rows"]
     model, tokenizer = load_causal_lm(original)
-    rows = harvest(model.to(device).eval(), tokenizer, annotate(), cfg, device)
+    annotate = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
+    rows = harvest(model.to(device).eval(), tokenizer, annotate, cfg, device)
     if cache is None:
         return rows
     cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

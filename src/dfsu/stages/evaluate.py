@@ -209,16 +209,10 @@ def _recitation(cfg, run, model, tokenizer, device) -> dict[str, Any]:
     """Retention of the original model's recitations (harvested once per run from RUN/target
     with the owner's annotator, kept in RUN/eval/recitations.json)."""
     from dfsu.evaluation.recitation import recitations, retention
-    from dfsu.pii.annotators import load_offline
 
     paths = RunPaths(run)
-    rows = recitations(
-        cfg,
-        paths.target,
-        paths.root / "eval" / "recitations.json",
-        lambda: load_offline(cfg.leak.annotator, cfg.tagger, run, None),
-        device,
-    )
+    cache = paths.root / "eval" / "recitations.json"
+    rows = recitations(cfg, paths.target, paths.root, cache, device)
     return retention(model, tokenizer, rows, device)
 
 
