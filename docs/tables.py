@@ -148,6 +148,8 @@ def ordered_methods(row_lists: list[list[dict]]) -> list[str]:
 
 
 def provenance(files: list[Path], datas: list[dict], doc: Path) -> list[str]:
+    unique = dict(zip(files, datas, strict=True))  # a sweep's seeds share one file
+    files, datas = list(unique), list(unique.values())
     links = ", ".join(f"[{f.name}]({os.path.relpath(f.resolve(), doc.parent)})" for f in files)
     lines = ["", f"From {links}."]
     for f, d in zip(files, datas, strict=True):
@@ -273,6 +275,36 @@ def collect(results: Path) -> dict[str, list[tuple[int | None, Path]]]:
     return tables
 
 
+def sweep_seeds(data: dict) -> list[tuple[int, dict]]:
+    """A sweep with a ``seed`` axis as one results dict per seed (empty otherwise): each row
+    named for the point's other values (``dfsu-loop (max_recitation_loss=0.5)``), a row the
+    same at every point of its seed (``original``, which no swept value reaches) once."""
+    points = data.get("points") or []
+    if not points or not all("seed" in p.get("params", {}) for p in points):
+        return []
+    seeds: dict[int, list[dict]] = {}
+    for point in points:
+        seeds.setdefault(int(point["params"]["seed"]), []).append(point)
+    out = []
+    for seed, group in sorted(seeds.items()):
+        rows: list[dict] = []
+        for point in group:
+            values = [
+                f"{k.split('.')[-1]}={'off' if v is None else v}"
+                for k, v in point["params"].items()
+                if k != "seed"
+            ]
+            for row in point.get("rows", []):
+                same = [r for p in group for r in p.get("rows", []) if r["method"] == row["method"]]
+                if all(r == row for r in same):
+                    if point is group[0]:
+                        rows.append(row)
+                    continue
+                rows.append(dict(row, method=f"{row['method']} ({', '.join(values)})"))
+        out.append((seed, {"rows": rows, "provenance": data.get("provenance")}))
+    return out
+
+
 def render(name: str, files: list[tuple[int | None, Path]], doc: Path) -> list[str]:
     if not files:
         return [
@@ -283,7 +315,10 @@ def render(name: str, files: list[tuple[int | None, Path]], doc: Path) -> list[s
     try:
         if files[0][0] is None:
             path = files[0][1]
-            return render_single(path, read_results(path), doc)
+            data = read_results(path)
+            if seeded := sweep_seeds(data):  # a sweep over seeds: one seeded table
+                return render_seeds([(seed, path, d) for seed, d in seeded], doc)
+            return render_single(path, data, doc)
         seeds = sorted((seed, path, read_results(path)) for seed, path in files)
         return render_seeds(seeds, doc)
     except (KeyError, TypeError, AttributeError, IndexError) as exc:

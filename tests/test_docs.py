@@ -170,6 +170,34 @@ def test_a_single_results_file_gets_its_own_table_with_intervals(tmp_path):
     assert "| oracle | 8.8 [7.8, 9.8] | 0.0 | 4.18 | 78.2 | 32 |" in doc.read_text()
 
 
+def test_a_sweep_over_seeds_is_one_seeded_table_with_a_row_per_setting(tmp_path):
+    """A sweep.json with a seed axis: each setting a row across seeds, the row no setting
+    reaches (the same at every point of a seed) once."""
+    results = tmp_path / "results"
+    results.mkdir()
+    original = {
+        3: _row("original", 80.0, 50.0, 4.0, 100.0, 10),
+        4: _row("original", 84.0, 60.0, 4.5, 90.0, 13),
+    }
+    points = [
+        {
+            "params": {"seed": seed, "unlearning.max_recitation_loss": bound},
+            "rows": [original[seed], _row("dfsu-loop", hit, 10.0, 4.4, 95.0, 2)],
+        }
+        for seed in (3, 4)
+        for bound, hit in ((None, 10.0 + seed), (0.5, 30.0 + seed))
+    ]
+    (results / "bound.json").write_text(json.dumps({"points": points}))
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n")
+    assert _tables("--results", str(results), "--doc", str(doc)).returncode == 0
+    text = doc.read_text()
+    assert "| original | 82.0 ± 2.8 (80.0, 84.0) |" in text
+    assert "| dfsu-loop (max_recitation_loss=off) | 13.5 ± 0.7 (13.0, 14.0) |" in text
+    assert "| dfsu-loop (max_recitation_loss=0.5) | 33.5 ± 0.7 (33.0, 34.0) |" in text
+    assert text.count("| original |") == 1 and "seeds 3, 4" in text
+
+
 def test_a_malformed_results_file_is_a_one_line_error(tmp_path):
     results = tmp_path / "results"
     results.mkdir()

@@ -141,3 +141,23 @@ def test_last_eval_every_spaces_the_checks_of_methods_kept_by_their_last_check_o
     assert check_every(METHODS["gen_only"], sparse) == 50
     assert check_every(METHODS["pscu"], sparse) == 5
     assert check_every(METHODS["gen_only"], UnlearnConfig(eval_every=5)) == 5
+
+
+def test_a_check_below_the_recitation_floor_is_beyond_the_bound():
+    """The recitation bound (breaks: a rule that reads perplexity only)."""
+    from dfsu.unlearning.single import bound_crossed, recitation_floor
+
+    floor = recitation_floor(80.0, 0.25)
+    assert floor == 60.0 and recitation_floor(80.0, None) is None
+    assert recitation_floor(None, 0.25) is None
+    rule = StopRule(10.0, backtracks=1, min_recited=floor)
+    checks = [
+        dict(c, recited=r)
+        for c, r in zip(_checks((9, 1.0), (9, 2.0), (9, 5.0)), (80, 70, 50), strict=True)
+    ]
+    d = decide(checks, rule)
+    assert (d.action, d.restore, d.keep) == ("backtrack", 1, 1)
+    assert kept_check(checks, StopRule(10.0)) == 2  # perplexity alone keeps the last
+    uc = UnlearnConfig(max_ppl_increase=0.1, max_recitation_loss=0.25)
+    assert "reciting more than 25%" in bound_crossed(checks[2], rule, uc)
+    assert "perplexity" in bound_crossed(dict(checks[2], ppl=11), rule, uc)

@@ -7,7 +7,15 @@ from conftest import FAST_UNLEARNING, MICRO
 from dfsu.cli import main
 from dfsu.config import configs_dir
 from dfsu.errors import DfsuError
-from dfsu.sweep import Sweep, load_sweep_file, parse_axis, point_name, points, run_sweep
+from dfsu.sweep import (
+    Sweep,
+    load_sweep_file,
+    nearest_point,
+    parse_axis,
+    point_name,
+    points,
+    run_sweep,
+)
 
 FAST = [
     *FAST_UNLEARNING,
@@ -34,6 +42,14 @@ def test_grid_axes_form_a_product_and_tied_keys_move_together():
         parse_axis("b.r+b.s=4,32+256")
     with pytest.raises(DfsuError, match="expected key=v1,v2"):
         parse_axis("unlearning.beta")
+
+
+def test_a_point_starts_from_the_earlier_point_of_its_first_axes_values():
+    """Over seeds x a setting, each seed's points reuse that seed's target (breaks: every
+    point starting from the first, which retrains a target per point)."""
+    grid = points([parse_axis("seed=3,4"), parse_axis("u.m=null,0.5,0.2")])
+    assert [nearest_point(grid, i) for i in range(1, 6)] == [0, 0, 0, 3, 3]
+    assert [nearest_point(points([parse_axis("b=1,2,3")]), i) for i in (1, 2)] == [0, 0]
 
 
 @pytest.mark.parametrize(

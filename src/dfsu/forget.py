@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import shutil
 import time
@@ -280,6 +281,20 @@ def _leak_view(estimate: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def recitation_bound_view(bound: Any, kept: dict[str, Any]) -> dict[str, Any] | None:
+    """``unlearning.max_recitation_loss`` as checked on the selection half, in words (pure);
+    None when off."""
+    if not bound:
+        return None
+    start, now = bound["recited_at_start"], kept.get("recited", math.nan)
+    words = (
+        f"recitation bound: at most {bound['max_loss']:.0%} of {bound['texts']} recited texts "
+        f"(the selection half) lost; the kept model recites {now:.1f} % of them (at the start "
+        f"{start:.1f} %)"
+    )
+    return dict(bound, kept=now, words=words)
+
+
 def recitation_view(before: Any, after: Any) -> dict[str, Any] | None:
     """What the model recites word for word before and after, on the report half, in words
     (pure); None when not measured."""
@@ -380,6 +395,7 @@ def forget_summary(
             "kept": kept_ppl,
             "limit": run["ppl_bound"],
             "within": kept_ppl <= run["ppl_bound"] * (1 + 1e-6),
+            "recitation": recitation_bound_view(run.get("recitation_bound"), kept),
         },
         "steps": run["steps"],
         "kept_step": run["kept_step"],

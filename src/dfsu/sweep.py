@@ -1,11 +1,12 @@
 """`dfsu sweep`: the pipeline over a grid of config values, sharing what a value leaves alone.
 
 Each grid point is a run directory DIR/points/<name>/. A new point starts as a hard-linked
-copy of the first point (its data, target, inverter, pseudo data, adapters, evaluations and
-manifest), so the pipeline's stage keys skip every stage the swept keys do not reach: a
-sweep over ``unlearning.beta`` trains one target, one inverter and one pseudo set. Stage
-outputs are replaced by renames, never written in place, so points never alter each other's
-files. DIR/sweep.json is rewritten after every point; a killed sweep resumes where it was.
+copy of the earlier point that shares its values of the first axes (``nearest_point``; its
+data, target, inverter, pseudo data, adapters, evaluations and manifest), so the pipeline's
+stage keys skip every stage the swept keys do not reach: a sweep over ``unlearning.beta``
+trains one target, one inverter and one pseudo set. Stage outputs are replaced by renames,
+never written in place, so points never alter each other's files. DIR/sweep.json is rewritten
+after every point; a killed sweep resumes where it was.
 """
 
 from __future__ import annotations
@@ -126,8 +127,20 @@ def point_name(index: int, params: dict[str, Any]) -> str:
     return safe_name(f"{index:02d}-" + re.sub(r"[^A-Za-z0-9=._+-]", "-", text)[:80], "sweep point")
 
 
+def nearest_point(grid: list[dict[str, Any]], index: int) -> int:
+    """The earlier point a point starts from (pure): the one that shares its values of the
+    first axes, axis by axis in the grid's order, the first on ties (over ``seed`` then a
+    setting, every point of a seed reuses that seed's target)."""
+    params = grid[index]
+
+    def shared(j: int) -> tuple:
+        return (*(grid[j][k] == v for k, v in params.items()), -j)
+
+    return max(range(index), key=shared)
+
+
 def _seed_from(base: Path, run: Path) -> None:
-    """Start a point as hard links to the first point's outputs (copies across devices)."""
+    """Start a point as hard links to another point's outputs (copies across devices)."""
     create_run_dir(run)
     for name in SHARED:
         if (base / name).is_dir() and not (run / name).exists():
@@ -180,7 +193,7 @@ def run_sweep(
         run = out / "points" / name
         if not RunPaths(run).manifest.is_file():
             if i > 0:
-                _seed_from(out / "points" / names[0], run)
+                _seed_from(out / "points" / names[nearest_point(grid, i)], run)
             elif base is not None:
                 _seed_from(Path(base), run)
         info(f"[bold]sweep point {i + 1}/{len(grid)}[/bold]: {name}")

@@ -119,6 +119,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
         f"{bound['check_documents']} check documents); {summary['steps']} steps",
         file=sys.stderr,
     )
+    if bound.get("recitation"):
+        print(bound["recitation"]["words"], file=sys.stderr)
     for attack in (summary.get("attacks") or {}).values():
         print(f"under attack: {attack['words']}", file=sys.stderr)
     out = Path(args.out)

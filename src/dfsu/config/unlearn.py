@@ -169,6 +169,14 @@ class UnlearnConfig:
         bounds=(1, 10_000_000),
     )
     max_ppl_increase: float = _f(0.05, "stop when held-out perplexity rises more than this")
+    max_recitation_loss: float | None = _f(
+        None,
+        "the recitation bound: a check is beyond it when the model has stopped reciting more "
+        "than this share of the selection half of its own PII-free recitations (see "
+        "recitation.*; 0.2: a fifth); null: off",
+        neutral=None,
+        bounds=(0, 1),
+    )
     patience: int = _f(
         0,
         "consecutive checks beyond the bound tolerated before backtracking or stopping",

@@ -254,7 +254,10 @@ def unlearn(
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
         meter = leak_meter(cfg, owner, tokenizer, "select")
 
-    checker = Checker.build(cfg, METHODS[method], inputs, (loop, tokenizer), (meter, tracker))
+    bounded = _bound_recitations(cfg, run, loop, tokenizer)
+    checker = Checker.build(
+        cfg, METHODS[method], inputs, (loop, tokenizer), (meter, tracker), bounded
+    )
 
     # Loop: optimizer steps with accumulation; checks and the stopping policy.
     start_stats = (
@@ -275,12 +278,40 @@ def unlearn(
     summary = _summary(
         (name, method, data), out, rounds, inputs, modules, (start_stats, recited, started), uc
     )
+    if bounded is not None:
+        summary["recitation_bound"] = {
+            "max_loss": uc.max_recitation_loss,
+            "texts": len(bounded),
+            "recited_at_start": out["checks"][0].get("recited"),
+        }
     _save(loop, owner.paths.unlearned(name), tokenizer, out["log"], summary)
     if rounds and loop.is_main:  # the rounds are in the summary; their adapters served resuming
         import shutil
 
         shutil.rmtree(owner.paths.rounds(name), ignore_errors=True)
     return owner.paths.unlearned(name)
+
+
+def _bound_recitations(cfg: Any, run: Path, loop: TrainLoop, tokenizer: Any):
+    """``unlearning.max_recitation_loss``: the selection half of what the owner's model
+    recites (harvested from the model as handed in, its adapter still untouched; never
+    written), or None when the bound is off or nothing is recited."""
+    from dfsu.evaluation.recitation import harvest
+    from dfsu.pii.annotators import load_offline
+    from dfsu.ui import info
+
+    if cfg.unlearning.max_recitation_loss is None or not cfg.recitation.enabled:
+        return None
+    annotate = load_offline(cfg.leak.annotator, cfg.tagger, run, None)
+    model = loop.unwrapped()
+    model.eval()
+    rows = harvest(model, tokenizer, annotate, cfg, loop.device)
+    rows = [r for r in rows if r["half"] == "select"]
+    if not rows:
+        info("recitation bound: the model recites no PII-free text word for word; off")
+        return None
+    info(f"recitation bound: {len(rows)} recited texts checked")
+    return rows
 
 
 def _summary(

@@ -31,13 +31,21 @@ class Checker:
     held: list[dict[str, Any]]
     pad: int
     has_confirm: bool
+    recitations: list[dict[str, str]] | None = None
 
     @classmethod
     def build(
-        cls, cfg: RunConfig, method: Method, data: UnlearnData, model: tuple, meters: tuple
+        cls,
+        cfg: RunConfig,
+        method: Method,
+        data: UnlearnData,
+        model: tuple,
+        meters: tuple,
+        recitations: list[dict[str, str]] | None = None,
     ) -> Checker:
         """The checker of a run (``model``: the train loop and tokenizer; ``meters``: the
-        leak meter and privacy tracker, each or None), its documents tokenized once."""
+        leak meter and privacy tracker, each or None; ``recitations``: the recitation
+        bound's texts, or None), its documents tokenized once."""
         loop, tokenizer = model
         meter, tracker = meters
         window = default_window(loop.unwrapped())
@@ -53,6 +61,7 @@ class Checker:
             held=data.held,
             pad=data.pad,
             has_confirm=len(data.check_texts) < len(data.eval_texts),
+            recitations=recitations,
         )
 
     def for_round(self, data: UnlearnData) -> Checker:
@@ -70,6 +79,11 @@ class Checker:
             limit = self.cfg.leak.check_prompts
             estimate = self.meter(unwrapped, self.tokenizer, loop.device, limit=limit)[0]
             result["leak"] = estimate["consistent"]
+        if self.recitations is not None:
+            from dfsu.evaluation.recitation import retention
+
+            kept = retention(unwrapped, self.tokenizer, self.recitations, loop.device)
+            result["recited"] = kept["select"]["exact"]
         if self.tracker is not None:
             result |= self.tracker(unwrapped)
         loop.model.train()

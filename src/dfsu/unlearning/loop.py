@@ -58,13 +58,14 @@ def loop_rounds(
     the last round's data (``data``) beside the rounds and the kept round's ``out``."""
     from dfsu.evaluation.leak import DEGENERATE_LIMIT, extraction_texts
     from dfsu.ui import info
+    from dfsu.unlearning.single import start_figures
 
     uc = cfg.unlearning
     loop, tokenizer = model
     round_uc = dataclasses.replace(uc, max_steps=uc.loop.steps)
     unwrapped = loop.unwrapped()
     first = checker.check(0, 0.0)
-    base = (first["ppl"], checker.confirm() if checker.has_confirm else first["ppl"])
+    base = start_figures(first, checker.confirm if checker.has_confirm else None)
     state = RoundLog.open(work, cfg, first)
     out = {"checks": [first], "keep": 0, "steps": 0, "stop_reason": "", "log": []}
     number = max(len(state.rounds) - 1, 0)
@@ -119,7 +120,7 @@ def _verdict(state: RoundLog, number: int, out: dict, uc: UnlearnConfig):
     elif best["round"] != number:
         reason = "the leak estimate stopped falling"
     elif number > 0 and out["keep"] == 0:
-        reason = "no step of the round stayed within the perplexity bound"
+        reason = "no step of the round stayed within the bounds"
     elif number >= uc.loop.rounds:
         reason = f"{uc.loop.rounds} rounds spent"
     return reason, best, collapsed

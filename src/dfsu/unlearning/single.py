@@ -219,6 +219,28 @@ def _follow(loop: TrainLoop, checks: list, states: dict, rule: StopRule, entry: 
     return decision
 
 
+def start_figures(first: dict[str, Any], confirm: Any) -> tuple[float, float, float | None]:
+    """What the bounds are relative to: perplexity on the checked documents and on all of
+    them (``confirm``, None when the checks read all), and the share recited (None: the
+    recitation bound is off) of the untouched model's check ``first``."""
+    return first["ppl"], confirm() if confirm else first["ppl"], first.get("recited")
+
+
+def recitation_floor(start: float | None, max_loss: float | None) -> float | None:
+    """The least share recited a check may show under ``unlearning.max_recitation_loss``
+    (pure): the untouched model's share less ``max_loss`` of it; None when off."""
+    if start is None or max_loss is None:
+        return None
+    return start * (1 - max_loss)
+
+
+def bound_crossed(check: dict[str, Any], rule: StopRule, uc: UnlearnConfig) -> str:
+    """Why a check is beyond the bounds, in words (perplexity first)."""
+    if check["ppl"] > rule.bound:
+        return f"perplexity rose more than {uc.max_ppl_increase:.0%}"
+    return f"the model stopped reciting more than {uc.max_recitation_loss:.0%} of its recitations"
+
+
 def train_steps(
     loop: TrainLoop,
     method: Method,
@@ -226,13 +248,13 @@ def train_steps(
     data: UnlearnData,
     checker: Checker,
     name: str,
-    base: tuple[float, float] | None = None,
+    base: tuple[float, float, float | None] | None = None,
 ):
     """Optimizer steps, a check every ``check_every`` steps, and what ``decide`` says after each.
 
     With checks on a subset of the held-out documents (``checker.has_confirm``), the kept
     check is the best one whose perplexity on all of them (``checker.confirm``) stays within
-    the bound (see ``stopping.confirmed_check``). ``base``: the perplexities (checked subset,
+    the bound (see ``stopping.confirmed_check``). ``base``: ``start_figures`` (checked subset,
     all documents) the bound is relative to; default: this run's first check (later rounds
     of dfsu-loop keep the original model's)."""
     unwrapped = loop.unwrapped()
@@ -245,10 +267,15 @@ def train_steps(
 
     checks = [checker.check(0, 0.0)]
     confirm = checker.confirm if checker.has_confirm else None  # None: the checks read all
-    check_base, start_ppl = base or (checks[0]["ppl"], confirm() if confirm else checks[0]["ppl"])
+    base = base or start_figures(checks[0], confirm)
+    check_base, start_ppl, start_recited = base
     bound = check_base * (1 + uc.max_ppl_increase)
     rule = StopRule(bound, uc.patience, uc.backtracks, keep_rule(method, uc), uc.plateau_checks)
-    rule = dataclasses.replace(rule, plateau_tolerance=uc.plateau_tolerance)
+    rule = dataclasses.replace(
+        rule,
+        plateau_tolerance=uc.plateau_tolerance,
+        min_recited=recitation_floor(start_recited, uc.max_recitation_loss),
+    )
     states = {0: lora_state(unwrapped)}  # adapters of the checks the policy may return to
     log: list[dict[str, Any]] = []
     stop_reason, step = "budget spent", 0
@@ -264,10 +291,12 @@ def train_steps(
                 if decision.reason == "plateau":
                     stop_reason = f"checks stopped moving ({uc.plateau_checks} checks)"
                 elif decision.action == "stop":
-                    stop_reason = f"perplexity rose more than {uc.max_ppl_increase:.0%}"
+                    stop_reason = bound_crossed(now, rule, uc)
                     if uc.backtracks:
                         stop_reason += f" (after {uc.backtracks} backtracks)"
-                bar.update(0, info=f"ppl {now['ppl']:.2f} pii-loss {now['pii_loss']:.2f}")
+                recited = f" recited {now['recited']:.0f} %" if "recited" in now else ""
+                info = f"ppl {now['ppl']:.2f} pii-loss {now['pii_loss']:.2f}{recited}"
+                bar.update(0, info=info)
                 if decision.action == "stop":
                     log.append(entry)
                     break

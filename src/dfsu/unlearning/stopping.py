@@ -2,7 +2,9 @@
 
 A check is ``{"ppl": held-out perplexity, "pii_loss": held-out PII-token loss, ...}``;
 ``checks[0]`` is taken before the first step, and a check at which the loop went back
-carries ``"backtrack": True``. Only checks within the perplexity bound may be kept. Beyond
+carries ``"backtrack": True``. Only checks within the perplexity bound (and, when set, the
+recitation bound: ``check["recited"]``, the share of the selection half of the original
+model's recitations still given back, at least ``min_recited``) may be kept. Beyond
 the bound the loop waits ``patience`` checks (public-text descent often brings perplexity
 back), then goes back to the last check within the bound at half the learning rate, at most
 ``backtracks`` times (ascent tips into collapse within a few steps, so a fixed check
@@ -28,6 +30,7 @@ class StopRule:
     # "leak": fewest consistent values of the leak estimate (then the highest PII-token loss)
     plateau: int = 0  # keep="last" only: stop once this many checks have stopped moving
     plateau_tolerance: float = 0.02  # "stopped moving": relative range of both figures
+    min_recited: float | None = None  # the recitation bound: the least check["recited"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ class Decision:
 
 
 def within(check: Check, rule: StopRule) -> bool:
+    if rule.min_recited is not None and check["recited"] < rule.min_recited:
+        return False
     return check["ppl"] <= rule.bound
 
 
