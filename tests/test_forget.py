@@ -63,6 +63,7 @@ def _true_e_hit(memorizing_run, model_dir, out):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("memorizing")  # one worker builds the memorizing run
 def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     memorizing_run, tmp_path, capsys
 ):
@@ -199,7 +200,7 @@ def _random_checkpoint(kind, tokenizer_dir, path, width=32):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 def test_forget_makes_a_memorizing_gpt2_and_llama_forget_records_of_unknown_shapes(
-    memorizing_run, tmp_path, kind, capfd
+    trained_micro_run, tmp_path, kind, capfd
 ):
     """A GPT-2 and a Llama trained in the test to memorize records of shapes the owner's side
     never has (``data.shapes: unknown``; not random weights): forget, told nothing of the
@@ -212,8 +213,8 @@ def test_forget_makes_a_memorizing_gpt2_and_llama_forget_records_of_unknown_shap
     from dfsu.stages.target import train_target
     from dfsu.unlearning.lora import lora_modules
 
-    _, known, _ = memorizing_run
-    start = _random_checkpoint(kind, known / "target", tmp_path / "random", width=96)
+    _, micro = trained_micro_run  # its tokenizer: the byte-level BPE of MEMORIZING's size
+    start = _random_checkpoint(kind, micro / "target", tmp_path / "random", width=96)
     cfg = load_config("tiny", [*MEMORIZING, "data.shapes=unknown", f"target.init_from={start}"])
     run = tmp_path / "run"
     build_corpus(cfg, run)

@@ -145,7 +145,7 @@ def test_last_eval_every_spaces_the_checks_of_methods_kept_by_their_last_check_o
 
 def test_a_check_below_the_recitation_floor_is_beyond_the_bound():
     """The recitation bound (breaks: a rule that reads perplexity only)."""
-    from dfsu.unlearning.single import bound_crossed, recitation_floor
+    from dfsu.unlearning.stopping import bound_crossed, recitation_floor
 
     floor = recitation_floor(80.0, 0.25)
     assert floor == 60.0 and recitation_floor(80.0, None) is None
@@ -158,6 +158,5 @@ def test_a_check_below_the_recitation_floor_is_beyond_the_bound():
     d = decide(checks, rule)
     assert (d.action, d.restore, d.keep) == ("backtrack", 1, 1)
     assert kept_check(checks, StopRule(10.0)) == 2  # perplexity alone keeps the last
-    uc = UnlearnConfig(max_ppl_increase=0.1, max_recitation_loss=0.25)
-    assert "reciting more than 25%" in bound_crossed(checks[2], rule, uc)
-    assert "perplexity" in bound_crossed(dict(checks[2], ppl=11), rule, uc)
+    assert "reciting more than 25%" in bound_crossed(checks[2], rule, 0.1, 0.25)
+    assert "perplexity" in bound_crossed(dict(checks[2], ppl=11), rule, 0.1, 0.25)

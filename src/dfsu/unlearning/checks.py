@@ -89,6 +89,13 @@ class Checker:
         loop.model.train()
         return result
 
+    def start_figures(self, first: dict[str, Any]) -> tuple[float, float, float | None]:
+        """What the bounds are relative to, from the untouched model's check ``first``:
+        perplexity on the checked documents and on all of them, and the share recited (None:
+        the recitation bound is off)."""
+        everything = self.confirm() if self.has_confirm else first["ppl"]
+        return first["ppl"], everything, first.get("recited")
+
     def confirm(self) -> float:
         """Perplexity on all held-out documents."""
         loop = self.loop

@@ -58,14 +58,13 @@ def loop_rounds(
     the last round's data (``data``) beside the rounds and the kept round's ``out``."""
     from dfsu.evaluation.leak import DEGENERATE_LIMIT, extraction_texts
     from dfsu.ui import info
-    from dfsu.unlearning.single import start_figures
 
     uc = cfg.unlearning
     loop, tokenizer = model
     round_uc = dataclasses.replace(uc, max_steps=uc.loop.steps)
     unwrapped = loop.unwrapped()
     first = checker.check(0, 0.0)
-    base = start_figures(first, checker.confirm if checker.has_confirm else None)
+    base = checker.start_figures(first)
     state = RoundLog.open(work, cfg, first)
     out = {"checks": [first], "keep": 0, "steps": 0, "stop_reason": "", "log": []}
     number = max(len(state.rounds) - 1, 0)

@@ -21,7 +21,14 @@ from dfsu.ui import progress_bar
 from dfsu.unlearning.loop import lora_state
 from dfsu.unlearning.losses import retain_objective, token_losses
 from dfsu.unlearning.methods import Method, Terms
-from dfsu.unlearning.stopping import StopRule, confirmed_check, decide, within
+from dfsu.unlearning.stopping import (
+    StopRule,
+    bound_crossed,
+    confirmed_check,
+    decide,
+    recitation_floor,
+    within,
+)
 
 if TYPE_CHECKING:
     from dfsu.unlearning.checks import Checker
@@ -219,28 +226,6 @@ def _follow(loop: TrainLoop, checks: list, states: dict, rule: StopRule, entry: 
     return decision
 
 
-def start_figures(first: dict[str, Any], confirm: Any) -> tuple[float, float, float | None]:
-    """What the bounds are relative to: perplexity on the checked documents and on all of
-    them (``confirm``, None when the checks read all), and the share recited (None: the
-    recitation bound is off) of the untouched model's check ``first``."""
-    return first["ppl"], confirm() if confirm else first["ppl"], first.get("recited")
-
-
-def recitation_floor(start: float | None, max_loss: float | None) -> float | None:
-    """The least share recited a check may show under ``unlearning.max_recitation_loss``
-    (pure): the untouched model's share less ``max_loss`` of it; None when off."""
-    if start is None or max_loss is None:
-        return None
-    return start * (1 - max_loss)
-
-
-def bound_crossed(check: dict[str, Any], rule: StopRule, uc: UnlearnConfig) -> str:
-    """Why a check is beyond the bounds, in words (perplexity first)."""
-    if check["ppl"] > rule.bound:
-        return f"perplexity rose more than {uc.max_ppl_increase:.0%}"
-    return f"the model stopped reciting more than {uc.max_recitation_loss:.0%} of its recitations"
-
-
 def train_steps(
     loop: TrainLoop,
     method: Method,
@@ -267,7 +252,7 @@ def train_steps(
 
     checks = [checker.check(0, 0.0)]
     confirm = checker.confirm if checker.has_confirm else None  # None: the checks read all
-    base = base or start_figures(checks[0], confirm)
+    base = base or checker.start_figures(checks[0])
     check_base, start_ppl, start_recited = base
     bound = check_base * (1 + uc.max_ppl_increase)
     rule = StopRule(bound, uc.patience, uc.backtracks, keep_rule(method, uc), uc.plateau_checks)
@@ -291,7 +276,9 @@ def train_steps(
                 if decision.reason == "plateau":
                     stop_reason = f"checks stopped moving ({uc.plateau_checks} checks)"
                 elif decision.action == "stop":
-                    stop_reason = bound_crossed(now, rule, uc)
+                    stop_reason = bound_crossed(
+                        now, rule, uc.max_ppl_increase, uc.max_recitation_loss
+                    )
                     if uc.backtracks:
                         stop_reason += f" (after {uc.backtracks} backtracks)"
                 recited = f" recited {now['recited']:.0f} %" if "recited" in now else ""

@@ -48,6 +48,23 @@ def within(check: Check, rule: StopRule) -> bool:
     return check["ppl"] <= rule.bound
 
 
+def recitation_floor(start: float | None, max_loss: float | None) -> float | None:
+    """The least share recited a check may show under ``unlearning.max_recitation_loss``:
+    the untouched model's share less ``max_loss`` of it; None when off."""
+    if start is None or max_loss is None:
+        return None
+    return start * (1 - max_loss)
+
+
+def bound_crossed(
+    check: Check, rule: StopRule, max_ppl_increase: float, max_recitation_loss: float | None
+) -> str:
+    """Why a check is beyond the bounds, in words (perplexity first)."""
+    if check["ppl"] > rule.bound or max_recitation_loss is None:
+        return f"perplexity rose more than {max_ppl_increase:.0%}"
+    return f"the model stopped reciting more than {max_recitation_loss:.0%} of its recitations"
+
+
 def kept_check(checks: Sequence[Check], rule: StopRule) -> int:
     """The check to keep: among those within the bound, the highest PII-token loss (first on
     ties), with ``keep="last"`` the last, with ``keep="leak"`` the fewest consistent leaked
