@@ -6,7 +6,6 @@ once per round (``loop.py``); the privacy proxy (``pii_token_loss``) is read her
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -226,6 +225,27 @@ def _follow(loop: TrainLoop, checks: list, states: dict, rule: StopRule, entry: 
     return decision
 
 
+def stop_rule(method: Method, uc: UnlearnConfig, base: tuple) -> StopRule:
+    """The stopping policy of a run whose bounds are relative to ``base`` (the untouched
+    model's ``Checker.start_figures``)."""
+    bound = base[0] * (1 + uc.max_ppl_increase)
+    return StopRule(
+        bound,
+        uc.patience,
+        uc.backtracks,
+        keep_rule(method, uc),
+        uc.plateau_checks,
+        uc.plateau_tolerance,
+        recitation_floor(base[2], uc.max_recitation_loss),
+    )
+
+
+def _figures(check: dict[str, Any]) -> str:
+    """A check in the progress bar."""
+    recited = f" recited {check['recited']:.0f} %" if "recited" in check else ""
+    return f"ppl {check['ppl']:.2f} pii-loss {check['pii_loss']:.2f}{recited}"
+
+
 def train_steps(
     loop: TrainLoop,
     method: Method,
@@ -253,14 +273,7 @@ def train_steps(
     checks = [checker.check(0, 0.0)]
     confirm = checker.confirm if checker.has_confirm else None  # None: the checks read all
     base = base or checker.start_figures(checks[0])
-    check_base, start_ppl, start_recited = base
-    bound = check_base * (1 + uc.max_ppl_increase)
-    rule = StopRule(bound, uc.patience, uc.backtracks, keep_rule(method, uc), uc.plateau_checks)
-    rule = dataclasses.replace(
-        rule,
-        plateau_tolerance=uc.plateau_tolerance,
-        min_recited=recitation_floor(start_recited, uc.max_recitation_loss),
-    )
+    start_ppl, rule = base[1], stop_rule(method, uc, base)
     states = {0: lora_state(unwrapped)}  # adapters of the checks the policy may return to
     log: list[dict[str, Any]] = []
     stop_reason, step = "budget spent", 0
@@ -281,9 +294,7 @@ def train_steps(
                     )
                     if uc.backtracks:
                         stop_reason += f" (after {uc.backtracks} backtracks)"
-                recited = f" recited {now['recited']:.0f} %" if "recited" in now else ""
-                info = f"ppl {now['ppl']:.2f} pii-loss {now['pii_loss']:.2f}{recited}"
-                bar.update(0, info=info)
+                bar.update(0, info=_figures(now))
                 if decision.action == "stop":
                     log.append(entry)
                     break
@@ -308,7 +319,7 @@ def train_steps(
         "total": total,
         "stop_reason": stop_reason,
         "start_ppl": start_ppl,
-        "check_base": check_base,
+        "check_base": base[0],
         "bound": full_bound,
         "check_bound": rule.bound,
         "backtracks": sum(1 for c in checks if c.get("backtrack")),
