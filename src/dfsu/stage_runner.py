@@ -41,7 +41,7 @@ READS: dict[str, tuple[str, ...]] = {
     "tagger": ("tagger",),
     "synthesize": ("seed", "target", "inverter", "synthesis", "evaluation"),
     "annotate": ("seed", "data", "synthesis", "tagger"),
-    "unlearn": ("seed", "target", "unlearning", "evaluation", "leak", "tagger"),
+    "unlearn": ("seed", "target", "unlearning", "evaluation", "leak", "tagger", "recitation"),
     "evaluate": ("seed", "data", "target", "evaluation", "leak", "tagger", "recitation"),
 }
 
