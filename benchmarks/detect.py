@@ -33,14 +33,8 @@ from dfsu.pii.annotators import OfflineAnnotator
 from dfsu.pii.detectors import STRUCTURED, candidates, resolve_overlaps
 from dfsu.pii.generator import generate_records
 from dfsu.pii.normalize import normalize_for_detection
-from dfsu.pii.tagger import (
-    Tagger,
-    _compressed,
-    _word_features,
-    context_features,
-    decode_spans,
-    shape,
-)
+from dfsu.pii.tagger import Tagger, decode_spans
+from dfsu.pii.tagger_features import _compressed, context_features, described, shape
 
 MB = 1_000_000
 _PRIORITY = {label: i for i, label in enumerate(STRUCTURED)}
@@ -154,7 +148,7 @@ class OldTagger:
 
 def cold() -> None:
     """Empty the caches of word features (as in a fresh process) and collect garbage."""
-    caches = (_word_features, shape, _compressed, context_features, old_word_features, old_shape)
+    caches = (described, shape, _compressed, context_features, old_word_features, old_shape)
     for cached in caches:
         cached.cache_clear()
     gc.collect()

@@ -13,7 +13,8 @@ from dfsu.pii.detectors import STRUCTURED, detect, resolve_overlaps
 from dfsu.pii.normalize import detection_form, normalize_for_detection, spans_to_original
 from dfsu.pii.records import Span
 from dfsu.pii.redact import mask_value
-from dfsu.pii.tagger import Tagger, decode_spans, train_tagger, words
+from dfsu.pii.tagger import Tagger, decode_spans, train_tagger
+from dfsu.pii.tagger_features import words
 
 # The rules as they were written first (every span against every kept one): the references.
 PRIORITY = {label: i for i, label in enumerate(STRUCTURED)}

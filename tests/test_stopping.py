@@ -126,7 +126,7 @@ def test_keep_by_leak_keeps_the_fewest_consistent_values_within_the_bound():
 
 
 def test_keep_rule_follows_keep_by_except_for_methods_kept_by_their_last_check():
-    from dfsu.unlearning.single import keep_rule
+    from dfsu.unlearning.methods import keep_rule
 
     leak = UnlearnConfig(keep_by="leak")
     assert keep_rule(METHODS["pscu"], leak) == "leak"

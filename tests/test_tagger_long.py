@@ -13,18 +13,9 @@ import pytest
 from dfsu.config import load_config
 from dfsu.pii.annotators import OfflineAnnotator
 from dfsu.pii.generator import generate_records
-from dfsu.pii.tagger import (
-    LONG_TEXT,
-    OTHER,
-    Tagger,
-    _word_features,
-    decode_spans,
-    sentence_features,
-    shape,
-    train_tagger,
-    words,
-)
+from dfsu.pii.tagger import LONG_TEXT, Tagger, decode_spans, train_tagger
 from dfsu.pii.tagger_data import general_negatives, make_records, training_shapes
+from dfsu.pii.tagger_features import OTHER, described, sentence_features, shape, words
 from dfsu.pii.tagger_long import (
     CrfWeights,
     LongTextTagger,
@@ -216,8 +207,8 @@ def test_words_and_word_features_are_the_references():
     assert shape(every) == reference_shape(every)
     assert shape(every, True) == reference_shape(every, True)
     for c in every[::97] + "ⅫⒶⒷ①²٠ß\u01c5İﬁ":
-        assert _word_features("1" + c) == reference_word_features("1" + c), hex(ord(c))
-        assert _word_features(c + c.upper()) == reference_word_features(c + c.upper())
+        assert described("1" + c) == reference_word_features("1" + c), hex(ord(c))
+        assert described(c + c.upper()) == reference_word_features(c + c.upper())
 
 
 def brute_force(weights: CrfWeights, tokens: list[str]) -> list[str]:

@@ -66,7 +66,7 @@ def test_pscu_ascent_cap_by_hand():
 def test_pii_token_stats_by_hand():
     from types import SimpleNamespace
 
-    from dfsu.unlearning.single import pii_token_stats
+    from dfsu.unlearning.proxy import pii_token_stats
 
     class Always1(torch.nn.Module):  # p(token 1) = 0.9 everywhere, the rest share 0.1
         def forward(self, input_ids, attention_mask):

@@ -51,8 +51,9 @@ from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, safe_
 from dfsu.unlearning.checks import Checker
 from dfsu.unlearning.data import UnlearnData
 from dfsu.unlearning.lora import lora_config, lora_modules, missing_modules
-from dfsu.unlearning.methods import DATA, METHODS, Method, learning_rate
-from dfsu.unlearning.single import RULES, keep_rule, pii_token_stats, train_steps
+from dfsu.unlearning.methods import DATA, METHODS, RULES, Method, keep_rule, learning_rate
+from dfsu.unlearning.proxy import pii_token_stats
+from dfsu.unlearning.single import train_steps
 
 # PEFT still calls a transformers method that warns about its own deprecation on every load.
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
@@ -282,7 +283,7 @@ def unlearn(
         summary["recitation_bound"] = {
             "max_loss": uc.max_recitation_loss,
             "texts": len(bounded),
-            "recited_at_start": out["checks"][0].get("recited"),
+            "recited_at_start": out["start_recited"],  # the untouched model's, every round
         }
     _save(loop, owner.paths.unlearned(name), tokenizer, out["log"], summary)
     if rounds and loop.is_main:  # the rounds are in the summary; their adapters served resuming

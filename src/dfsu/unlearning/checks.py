@@ -9,8 +9,8 @@ from dfsu.components.training import TrainLoop
 from dfsu.config import RunConfig
 from dfsu.evaluation.utility import default_window, perplexity_of, perplexity_pieces
 from dfsu.unlearning.data import UnlearnData
-from dfsu.unlearning.methods import Method
-from dfsu.unlearning.single import keep_rule, pii_token_loss
+from dfsu.unlearning.methods import Method, keep_rule
+from dfsu.unlearning.proxy import pii_token_loss
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -14,22 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from peft import get_peft_model_state_dict, set_peft_model_state_dict
+from peft import set_peft_model_state_dict
 
 from dfsu.components.batches import encode_masked
 from dfsu.components.training import TrainLoop
 from dfsu.config import RunConfig, UnlearnConfig
 from dfsu.rundir import atomic_write_json
+from dfsu.unlearning.lora import lora_state
 from dfsu.unlearning.methods import Method, learning_rate
 
 if TYPE_CHECKING:
     from dfsu.unlearning.checks import Checker
     from dfsu.unlearning.data import UnlearnData
-
-
-def lora_state(model: Any) -> dict[str, torch.Tensor]:
-    """A detached copy of the adapter weights (small: only the LoRA matrices)."""
-    return {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
 
 
 LOOP_RETRIES = 2  # a degenerate dfsu-loop round is retried from the best one at half the lr
@@ -138,6 +134,7 @@ def _kept(state: RoundLog, best: int, reason: str, base: tuple, uc: UnlearnConfi
             steps=sum(r["steps"] for r in state.rounds),
             total=uc.loop.rounds * uc.loop.steps,
             start_ppl=base[1],
+            start_recited=base[2],
             bound=base[1] * (1 + uc.max_ppl_increase),
             backtracks=sum(1 for c in kept["checks"] if c.get("backtrack")),
             log=[e for r in state.rounds for e in r["out"]["log"]],

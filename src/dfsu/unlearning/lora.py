@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from peft import LoraConfig
+import torch
+from peft import LoraConfig, get_peft_model_state_dict
 
 from dfsu.config import UnlearnConfig
 from dfsu.errors import DfsuError
@@ -67,3 +68,8 @@ def lora_config(uc: UnlearnConfig, modules: list[str], model_type: str = "") -> 
         task_type="CAUSAL_LM",
         fan_in_fan_out=model_type == "gpt2",
     )
+
+
+def lora_state(model: Any) -> dict[str, torch.Tensor]:
+    """A detached copy of the adapter weights (small: only the LoRA matrices)."""
+    return {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}

@@ -149,3 +149,16 @@ def get_method(name: str) -> Method:
     if name not in METHODS:
         raise ValueError(f"{name!r} is not one of {', '.join(METHODS)}")
     return METHODS[name]
+
+
+RULES = {
+    "proxy": "highest held-out PII-token loss among checks within the perplexity bound",
+    "last": "last check within the perplexity bound",
+    "leak": "fewest consistent values of the leak estimate among checks within the bound",
+}
+
+
+def keep_rule(method: Method, uc: UnlearnConfig) -> str:
+    """How the kept check is chosen: a method kept by its last check keeps that rule;
+    otherwise ``unlearning.keep_by`` (the pseudo-PII loss, or the leak estimate)."""
+    return "last" if method.keep == "last" else uc.keep_by

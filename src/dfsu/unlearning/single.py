@@ -2,7 +2,7 @@
 descent), a check every ``check_every`` steps, and the stopping policy's decision after each
 (``stopping.py``): go on, go back to the last check within the perplexity bound at half the
 learning rate, or stop; the kept check's adapter is restored at the end. The loop rows run it
-once per round (``loop.py``); the privacy proxy (``pii_token_loss``) is read here too."""
+once per round (``loop.py``)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from dfsu.components.batches import collate_masked
 from dfsu.components.training import TrainLoop
 from dfsu.config import UnlearnConfig
 from dfsu.ui import progress_bar
-from dfsu.unlearning.loop import lora_state
+from dfsu.unlearning.lora import lora_state
 from dfsu.unlearning.losses import retain_objective, token_losses
-from dfsu.unlearning.methods import Method, Terms
+from dfsu.unlearning.methods import Method, Terms, keep_rule
+from dfsu.unlearning.proxy import model_token_losses
 from dfsu.unlearning.stopping import (
     StopRule,
     bound_crossed,
@@ -32,52 +33,6 @@ from dfsu.unlearning.stopping import (
 if TYPE_CHECKING:
     from dfsu.unlearning.checks import Checker
     from dfsu.unlearning.data import UnlearnData
-
-
-def _pii_batches(model: Any, items: list[dict], pad_id: int, device: Any):
-    """(per-token losses, PII mask) of each 16-item batch, in eval mode (callers run it under
-    torch.no_grad)."""
-    model.eval()
-    for i in range(0, len(items), 16):
-        batch = {k: v.to(device) for k, v in collate_masked(items[i : i + 16], pad_id).items()}
-        yield _losses(model, batch), batch["pii"][:, 1:] * batch["attention_mask"][:, 1:]
-    model.train()
-
-
-@torch.no_grad()
-def pii_token_loss(model: Any, items: list[dict], pad_id: int, device: Any) -> float:
-    """Mean loss on the PII tokens of held-out texts: the privacy proxy (higher = forgotten)."""
-    total, count = 0.0, 0.0
-    for losses, mask in _pii_batches(model, items, pad_id, device):
-        total += float((losses * mask).sum())
-        count += float(mask.sum())
-    return total / max(count, 1.0)
-
-
-@torch.no_grad()
-def pii_token_stats(model: Any, items: list[dict], pad_id: int, device: Any) -> dict[str, Any]:
-    """How well the model predicts the PII tokens it is about to unlearn: their count, median
-    loss (nats) and the share it gives more than 1/e and more than exp(-3). Memorized values
-    sit near 0; values the model never saw (most inverted pseudo-PII) sit far above 3, where
-    ascent has nothing of the model's to remove (``unlearning.ascent_cap``)."""
-    found = [
-        losses[mask.bool()].float().cpu()
-        for losses, mask in _pii_batches(model, items, pad_id, device)
-    ]
-    losses = torch.cat(found) if found else torch.zeros(0)
-    if not losses.numel():
-        return {"tokens": 0}
-    return {
-        "tokens": int(losses.numel()),
-        "median_loss": round(float(losses.median()), 4),
-        "share_below_1": round(float((losses < 1).float().mean()), 4),
-        "share_below_3": round(float((losses < 3).float().mean()), 4),
-    }
-
-
-def _losses(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    return token_losses(logits, batch["input_ids"], batch["attention_mask"])
 
 
 def objective(
@@ -97,7 +52,7 @@ def objective(
             ).logits
         reference = token_losses(reference_logits, batch["input_ids"], batch["attention_mask"])
     if retain is not None:
-        retain_losses = _losses(loop.model, retain)
+        retain_losses = model_token_losses(loop.model, retain)
         retain_valid = retain["attention_mask"][:, 1:].float()
     terms = Terms(
         losses=losses,
@@ -163,19 +118,6 @@ def _steps(
                 group = []
         if group:
             yield epoch, group
-
-
-RULES = {
-    "proxy": "highest held-out PII-token loss among checks within the perplexity bound",
-    "last": "last check within the perplexity bound",
-    "leak": "fewest consistent values of the leak estimate among checks within the bound",
-}
-
-
-def keep_rule(method: Method, uc: UnlearnConfig) -> str:
-    """How the kept check is chosen: a method kept by its last check keeps that rule;
-    otherwise ``unlearning.keep_by`` (the pseudo-PII loss, or the leak estimate)."""
-    return "last" if method.keep == "last" else uc.keep_by
 
 
 def check_every(method: Method, uc: UnlearnConfig) -> int:
@@ -320,6 +262,7 @@ def train_steps(
         "stop_reason": stop_reason,
         "start_ppl": start_ppl,
         "check_base": base[0],
+        "start_recited": base[2],
         "bound": full_bound,
         "check_bound": rule.bound,
         "backtracks": sum(1 for c in checks if c.get("backtrack")),
