@@ -176,7 +176,7 @@ def test_every_row_has_its_attacks_and_relearning_does_not_bring_back_what_the_r
 
 
 def test_the_owners_verdict_says_when_an_attack_brings_back_half_of_what_was_removed():
-    from dfsu.forget import attack_verdicts, owner_attacks
+    from dfsu.evaluation.attacks import attack_verdicts, owner_attacks
 
     assert owner_attacks(["samples:50", "greedy", "quant:4", "relearn:60", "mia"]) == [
         "quant:4",

@@ -170,3 +170,40 @@ def test_audit_leak_estimates_both_models_and_masks_their_values(unlearned_run, 
     # Not a run directory: one line, exit 2.
     bad = ["audit", "--model", str(run / "target"), "--leak", "--run", str(tmp_path)]
     assert main([*bad, "--prompts", str(prompts), "--html", str(tmp_path / "c.html")]) == 2
+
+
+def test_audit_attacks_read_the_unlearned_model_again_after_each(unlearned_run, tmp_path, capsys):
+    """``dfsu audit --leak --attacks``: the unlearned model's estimate after quantization and
+    relearning on the run's public text, in words; bad uses refused in one line."""
+    run = unlearned_run
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("Login alert: user\n")
+    args = ["audit", "--model", str(run / "target"), "--adapter"]
+    args += [str(run / "unlearned/pscu-oracle/adapter"), "--prompts", str(prompts)]
+    args += ["--html", str(tmp_path / "a.html"), "--run", str(run)]
+    attacked = [
+        *args,
+        "--leak",
+        "--attacks",
+        "quant:4,relearn:2",
+        "--json",
+        str(tmp_path / "a.json"),
+    ]
+    assert main(attacked) == 0
+    assert capsys.readouterr().out.count("under attack: ") == 2
+    leak = json.loads((tmp_path / "a.json").read_text())["leak"]
+    assert set(leak["attacks"]) == {"quant:4", "relearn:2"}
+    after = leak["estimates"]["unlearned"]["consistent"]
+    for label, got in leak["attacks"].items():
+        assert got["consistent"] >= 0 and isinstance(got["survived"], bool)
+        assert got["words"].startswith(f"{label}: leak {after} -> {got['consistent']}")
+    refused = {
+        "needs --leak": [*args, "--attacks", "quant:4"],
+        "not a weight attack": [*args, "--leak", "--attacks", "quant:4,samples:5"],
+        "is not an attack": [*args, "--leak", "--attacks", "prune"],
+        "only read by --attacks": [*args, "--leak", "--public", str(prompts)],
+    }
+    for words, bad in refused.items():
+        assert main(bad) == 2, words
+        err = capsys.readouterr().err
+        assert words in err and err.count("\n") == 1, err

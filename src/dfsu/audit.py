@@ -123,12 +123,15 @@ def audit_leak(
     device: str = "auto",
     trust_remote_code: bool = False,
     overrides: list[str] | None = None,
+    attacks: list[str] | None = None,
 ) -> dict[str, Any]:
     """The data-free leak estimate of each model (values unmasked: mask before showing).
 
     With ``run``: its owner's swap pool (RUN/sealed), tagger and config. Without: public
     values generated here (Faker, every label the record shapes use) and the default tagger,
-    trained once. Sampled on the estimate's "report" draw."""
+    trained once. Sampled on the estimate's "report" draw. ``attacks`` (quant:B, relearn:N):
+    the last model (the unlearned one, when given) read again after each, relearning on the
+    run's public text (``--run``), else on ``public.files`` or the built-in public text."""
     from dfsu.components.models import pick_device
     from dfsu.config import load_config
     from dfsu.evaluation.leak import build_meter
@@ -160,7 +163,34 @@ def audit_leak(
         meter = build_meter(cfg, pool, annotate, tokenizer, "report")
         estimates[name] = meter(model, tokenizer, dev)[0]
         names[name] = label
-    return {"models": names, "estimates": estimates, "settings": dataclasses.asdict(cfg.leak)}
+    result = {"models": names, "estimates": estimates, "settings": dataclasses.asdict(cfg.leak)}
+    if attacks:
+        result["attacks"] = _attacked(cfg, attacks, (model, tokenizer), run, meter, dev)
+        first, last = (estimates[n]["consistent"] for n in (next(iter(names)), name))
+        from dfsu.evaluation.attacks import attack_verdicts
+
+        result["attacks"] = attack_verdicts(first, last, result["attacks"])
+    return result
+
+
+def _attacked(cfg: Any, attacks: list[str], model: tuple, run: Path | None, meter: Any, dev: Any):
+    """``audit_leak``'s weight attacks on ``model`` (it and its tokenizer)."""
+    from dfsu.evaluation.attacks import leak_under_attacks
+
+    model, tokenizer = model
+    if hasattr(model, "merge_and_unload"):  # an adapter: attack the model it makes
+        import copy
+
+        model = copy.deepcopy(model).merge_and_unload()
+    if run is not None:
+        from dfsu.owner import run_owner
+
+        public = run_owner(run).public_texts()
+    else:
+        from dfsu.owner import public_documents
+
+        public = public_documents(cfg)[0]["public"]
+    return leak_under_attacks(cfg, attacks, (model, tokenizer), public, meter, dev)
 
 
 def vocabulary_entries(tokenizer: Any) -> set[str]:

@@ -154,6 +154,8 @@ def forget(
             lambda c, d=directory, p=path: measure(c, owner, d, p, show_pii),
         )
         measured[name] = json.loads(path.read_text())
+    from dfsu.evaluation.attacks import owner_attacks
+
     attacked = owner_attacks(cfg.evaluation.attacks)
     if attacked:  # the unlearned model under the attacks an owner can run
         path = paths.root / "eval" / f"{row}.attacks.json"
@@ -210,49 +212,20 @@ def _recitation(cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any)
     return retention(model, tokenizer, rows, device)
 
 
-def owner_attacks(names: list[str]) -> list[str]:
-    """The attacks of ``evaluation.attacks`` that make a model from public text alone
-    (quant:B, relearn:N); sampling attacks and MIA are the simulation's."""
-    from dfsu.evaluation.attacks import parse_attack
-
-    return [a.label for a in map(parse_attack, names) if a.name in ("quant", "relearn")]
-
-
 def measure_attacks(cfg: Any, owner: Owner, model_dir: Path, path: Path, names: list) -> None:
     """The leak estimate (report draw, consistent values) of the unlearned model after each
     weight attack -> ``path``."""
     from dfsu.components.models import load_causal_lm, pick_device
-    from dfsu.evaluation.attacks import parse_attack, weight_attacked
+    from dfsu.evaluation.attacks import leak_under_attacks
     from dfsu.evaluation.leak import leak_meter
 
     device = pick_device(cfg.target.device)
     model, tokenizer = load_causal_lm(model_dir)
     model.to(device).eval()
     meter = leak_meter(cfg, owner, tokenizer, "report")
-    public, result = owner.public_texts(), {}
-    for attack in map(parse_attack, names):
-        attacked = weight_attacked(cfg, attack, model, tokenizer, public, device)
-        estimate = meter(attacked, tokenizer, device).estimate
-        result[attack.label] = {"consistent": estimate["consistent"]}
+    public = owner.public_texts()
+    result = leak_under_attacks(cfg, names, (model, tokenizer), public, meter, device)
     atomic_write_json(path, result)
-
-
-def attack_verdicts(before: int, after: int, attacked: dict[str, dict]) -> dict[str, dict]:
-    """Per attack: the consistent values after it, and whether the forgetting survived it:
-    it did not when the attack brings back more than half of what unlearning removed (or,
-    with nothing removed, any value) (pure)."""
-    out = {}
-    for label, got in attacked.items():
-        n = got["consistent"]
-        came_back = n - after > max(before - after, 1) / 2
-        words = "did not survive it" if came_back else "held"
-        out[label] = {
-            "consistent": n,
-            "survived": not came_back,
-            "words": f"{label}: leak {after} -> {n} (before unlearning {before}): "
-            f"the forgetting {words}",
-        }
-    return out
 
 
 def _link_or_copy(src: str, dst: str) -> str:
@@ -360,6 +333,8 @@ def forget_summary(
 ) -> dict[str, Any]:
     """summary.json: the leak estimate and perplexity before and after, the bound as
     checked, the steps (and rounds), the settings."""
+    from dfsu.evaluation.attacks import attack_verdicts
+
     attacked = measured.pop("attacks", None)
     (_, before), (_, after) = measured.items()
     run = json.loads((unlearned / "summary.json").read_text())

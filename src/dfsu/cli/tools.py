@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.cli.common import add_config_args, int_flag, run_config, writable_output
+from dfsu.errors import DfsuError
 
 
 def add_tool_parsers(sub: Any) -> None:
@@ -48,6 +49,20 @@ def add_tool_parsers(sub: Any) -> None:
         default=None,
         help="with --leak: a run directory whose swap pool, tagger and config to use "
         "(default: public values generated here and the default tagger)",
+    )
+    aud.add_argument(
+        "--attacks",
+        default=None,
+        help="with --leak: weight attacks after which the last model's estimate is read "
+        "again, e.g. quant:4,relearn:60 (relearning on --run's public text, else on --public "
+        "or the built-in public text)",
+    )
+    aud.add_argument(
+        "--public",
+        action="append",
+        default=None,
+        metavar="FILE",
+        help="with --attacks: public text to relearn on (.txt/.md, .jsonl with 'text'; repeatable)",
     )
     aud.add_argument("--show-pii", action="store_true", help="do not mask detected values")
     aud.add_argument(
@@ -100,6 +115,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from dfsu.rundir import atomic_write_json
     from dfsu.ui import rich_safe
 
+    attacks = _audit_attacks(args)
     outputs = [writable_output(args.html)]  # before any work
     if args.json:
         outputs.append(writable_output(args.json))
@@ -129,7 +145,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     console.print(counts)
     console.print(f"tokenizer: {vocabulary_line(result['vocabulary'])}")
     if args.leak:
-        result["leak"] = _audit_leak(args, console)
+        result["leak"] = _audit_leak(args, console, attacks)
     write_audit_html(result, outputs[0])
     if args.json:
         atomic_write_json(outputs[1], result)
@@ -140,16 +156,46 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _audit_leak(args: argparse.Namespace, console: Any) -> dict[str, Any]:
-    """``dfsu audit --leak``: the estimate per model, as a table; values masked unless asked."""
+def _audit_attacks(args: argparse.Namespace) -> list[str]:
+    """``--attacks``, checked before any work: weight attacks only, and only with --leak."""
+    from dfsu.evaluation.attacks import owner_attacks, parse_attack
+
+    if args.public and not args.attacks:
+        raise DfsuError("--public: only read by --attacks (the text relearning trains on)")
+    if not args.attacks:
+        return []
+    if not args.leak:
+        raise DfsuError("--attacks: needs --leak (an attack is read with the leak estimate)")
+    names = [a.strip() for a in args.attacks.split(",") if a.strip()]
+    for name in names:
+        try:
+            parse_attack(name)
+        except ValueError as exc:
+            raise DfsuError(f"--attacks: {exc}") from None
+    if odd := [n for n in names if n not in owner_attacks(names)]:
+        raise DfsuError(f"--attacks: {', '.join(odd)}: not a weight attack (quant:B, relearn:N)")
+    return names
+
+
+def _audit_leak(args: argparse.Namespace, console: Any, attacks: list[str]) -> dict[str, Any]:
+    """``dfsu audit --leak``: the estimate per model, as a table; values masked unless asked;
+    with ``attacks``, the last model's estimate after each, in words."""
     from rich.table import Table
 
     from dfsu.audit import audit_leak
     from dfsu.evaluation.leak import shown
     from dfsu.ui import rich_safe
 
+    overrides = [f"public.files={json.dumps(args.public)}"] if args.public else None
     leak = audit_leak(
-        args.model, args.adapter, args.unlearned, args.run, args.device, args.trust_remote_code
+        args.model,
+        args.adapter,
+        args.unlearned,
+        args.run,
+        args.device,
+        args.trust_remote_code,
+        overrides,
+        attacks,
     )
     estimates = {n: shown(e, args.show_pii) for n, e in leak["estimates"].items()}
     names = list(estimates)
@@ -164,6 +210,8 @@ def _audit_leak(args: argparse.Namespace, console: Any) -> dict[str, Any]:
     for name in names:
         values = ", ".join(v["value"] for v in estimates[name]["values"][:8])
         console.print(f"{name}: {rich_safe(values) or 'no consistent value'}")
+    for attack in leak.get("attacks", {}).values():
+        console.print(f"under attack: {attack['words']}")
     return dict(leak, estimates=estimates)
 
 

@@ -79,6 +79,7 @@ def relearned(
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     blocks = pack_documents(docs, settings["block_size"], tokenizer.eos_token_id)
     out = copy.deepcopy(model).to(device).train()
+    out.requires_grad_(True)  # full fine-tuning, whatever the model came in frozen
     optimizer = torch.optim.AdamW(out.parameters(), lr=settings["lr"], weight_decay=0.0)
     order = torch.Generator().manual_seed(settings["seed"])
     pad = tokenizer.pad_token_id or 0
@@ -219,3 +220,41 @@ def membership(cfg: Any, model: Any, tokenizer: Any, prompts: list, device: Any)
     others = suffix_nll(model, tokenizer, [(p.prefix, p.suffix) for p in unseen], batch, device)
     value = auc([-x for x in members], [-x for x in others])
     return {"AUC": round(100 * value, 2), "members": len(members), "unseen": len(others)}
+
+
+def owner_attacks(names: list[str]) -> list[str]:
+    """The attacks of ``evaluation.attacks`` that make a model from public text alone
+    (quant:B, relearn:N); sampling attacks and MIA are the simulation's."""
+    return [a.label for a in map(parse_attack, names) if a.name in ("quant", "relearn")]
+
+
+def leak_under_attacks(
+    cfg: Any, names: list[str], model: tuple, public: list[str], meter: Any, device: Any
+) -> dict[str, dict]:
+    """The leak estimate (``meter``, consistent values) of the model (``model``: it and its
+    tokenizer) after each weight attack of ``names`` (quant:B, relearn:N on ``public``)."""
+    model, tokenizer = model
+    result = {}
+    for attack in map(parse_attack, names):
+        attacked = weight_attacked(cfg, attack, model, tokenizer, public, device)
+        estimate = meter(attacked, tokenizer, device).estimate
+        result[attack.label] = {"consistent": estimate["consistent"]}
+    return result
+
+
+def attack_verdicts(before: int, after: int, attacked: dict[str, dict]) -> dict[str, dict]:
+    """Per attack: the consistent values after it, and whether the forgetting survived it:
+    it did not when the attack brings back more than half of what unlearning removed (or,
+    with nothing removed, any value) (pure)."""
+    out = {}
+    for label, got in attacked.items():
+        n = got["consistent"]
+        came_back = n - after > max(before - after, 1) / 2
+        words = "did not survive it" if came_back else "held"
+        out[label] = {
+            "consistent": n,
+            "survived": not came_back,
+            "words": f"{label}: leak {after} -> {n} (before unlearning {before}): "
+            f"the forgetting {words}",
+        }
+    return out
