@@ -301,7 +301,10 @@ def _bound_recitations(cfg: Any, run: Path, loop: TrainLoop, tokenizer: Any):
     from dfsu.pii.annotators import load_offline
     from dfsu.ui import info
 
-    if cfg.unlearning.max_recitation_loss is None or not cfg.recitation.enabled:
+    if cfg.unlearning.max_recitation_loss is None:
+        return None
+    if not cfg.recitation.enabled:
+        info("recitation bound: recitation.enabled is false; off")
         return None
     annotate = load_offline(cfg.leak.annotator, cfg.tagger, run, None)
     model = loop.unwrapped()
