@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
-import torch
-
-# The suite runs in two worker processes (pytest-xdist, pyproject's addopts): one thread each,
-# so the two share the machine's cores instead of fighting over them.
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    torch.set_num_threads(1)
 
 from dfsu.config import load_config
 

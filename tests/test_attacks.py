@@ -135,7 +135,6 @@ def test_auc_and_priv_leak_on_hand_made_scores():
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("memorizing")  # one worker builds the memorizing run
 def test_membership_is_plain_for_a_memorized_set_and_chance_for_unseen_ones(memorizing_run):
     from dfsu.components.models import load_causal_lm
     from dfsu.evaluation.attacks import membership, unseen_records

@@ -15,9 +15,6 @@ from conftest import MEMORIZING_ROWS
 
 from dfsu.rundir import RunPaths
 
-# Every test here reads the memorizing run: one worker of a parallel run builds it.
-pytestmark = pytest.mark.xdist_group("memorizing")
-
 UNLEARNED = [r for r in MEMORIZING_ROWS if r not in ("original", "retrain")]
 
 

@@ -63,7 +63,6 @@ def _true_e_hit(memorizing_run, model_dir, out):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("memorizing")  # one worker builds the memorizing run
 def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     memorizing_run, tmp_path, capsys
 ):

@@ -12,9 +12,8 @@ from dfsu.cli.common import add_config_args, int_flag, run_config, writable_outp
 from dfsu.errors import DfsuError
 
 
-def add_tool_parsers(sub: Any) -> None:
-    """Audit, scoring, evaluation of any checkpoint, the resolved config."""
-    from dfsu.config import MAX_NEW_TOKENS, MAX_SEED
+def _add_audit_parser(sub: Any) -> None:
+    from dfsu.config import MAX_NEW_TOKENS
 
     aud = sub.add_parser(
         "audit", help="greedy continuations of PII prompts, original vs unlearned, PII-like spans"
@@ -68,6 +67,13 @@ def add_tool_parsers(sub: Any) -> None:
     aud.add_argument(
         "--trust-remote-code", action="store_true", help="allow model code from the checkpoint"
     )
+
+
+def add_tool_parsers(sub: Any) -> None:
+    """Audit, scoring, evaluation of any checkpoint, the resolved config."""
+    from dfsu.config import MAX_SEED
+
+    _add_audit_parser(sub)
 
     score_p = sub.add_parser("score", help="ERR, FRS, S-Exp, E-Hit of a generations JSONL file")
     score_p.add_argument("file", help="JSONL: prefix, suffix, entities, generations per line")
