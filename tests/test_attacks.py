@@ -26,8 +26,10 @@ def test_attack_names_parse_with_their_defaults_and_bad_ones_say_why():
     assert parse_attack("quant:4").label == "quant:4" and parse_attack("quant").arg == 4
     assert parse_attack("samples").arg == 50 and parse_attack("greedy").arg is None
     assert parse_attack("relearn:3").arg == 3 and parse_attack("mia").label == "mia"
+    assert parse_attack("beam").arg == 5
     for bad, why in [
-        ("beam", "not an attack"),
+        ("prune", "not an attack"),
+        ("beam:0", r"in \[1, 64\]"),
         ("greedy:2", "takes no argument"),
         ("quant:x", "whole number"),
         ("quant:1", r"in \[2, 8\]"),
@@ -41,9 +43,24 @@ def test_the_attack_list_is_validated_like_every_config_key():
     cfg = load_config("tiny", [*MICRO, "evaluation.attacks=[greedy,quant:8,relearn:5,mia]"])
     assert cfg.evaluation.attacks == ["greedy", "quant:8", "relearn:5", "mia"]
     with pytest.raises(DfsuError, match="evaluation.attacks.*not an attack"):
-        load_config("tiny", [*MICRO, "evaluation.attacks=[greedy,beam]"])
+        load_config("tiny", [*MICRO, "evaluation.attacks=[greedy,prune]"])
     with pytest.raises(DfsuError, match="evaluation.attacks.*twice"):
         load_config("tiny", [*MICRO, "evaluation.attacks=[quant,quant:4]"])
+
+
+def test_one_beam_is_greedy_and_more_beams_are_distinct_continuations(trained_micro_run):
+    """Beam search (breaks: beams that are samples, a width that is not honoured)."""
+    from dfsu.components.models import load_causal_lm
+    from dfsu.evaluation.sampler import Prompt, beam_continuations, sample_continuations
+
+    _, run = trained_micro_run
+    model, tokenizer = load_causal_lm(run / "target")
+    prompts = [Prompt(str(i), p, "", [], 10) for i, p in enumerate(["Login alert: user", "The"])]
+    greedy = sample_continuations(model, tokenizer, prompts, greedy=True)
+    assert beam_continuations(model, tokenizer, prompts, 1) == greedy
+    four = beam_continuations(model, tokenizer, prompts, 4)
+    assert [len(b) for b in four] == [4, 4] and all(len(set(b)) > 1 for b in four), four
+    assert beam_continuations(model, tokenizer, prompts, 4) == four  # no sampling
 
 
 def test_round_to_nearest_stays_within_half_a_step_and_changes_the_weights():

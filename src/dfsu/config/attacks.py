@@ -9,11 +9,12 @@ from dataclasses import dataclass
 ATTACKS: dict[str, tuple[type | None, int | None, str]] = {
     "samples": (int, 50, "K sampled continuations per prefix"),
     "greedy": (None, None, "one greedy continuation per prefix"),
+    "beam": (int, 5, "the N likeliest continuations per prefix by beam search"),
     "quant": (int, 4, "weights rounded to B bits (round to nearest, per-row groups)"),
     "relearn": (int, 60, "N steps of full fine-tuning on the owner's public text"),
     "mia": (None, None, "loss-based membership inference AUC against unseen records"),
 }
-ARG_BOUNDS = {"samples": (1, 1000), "quant": (2, 8), "relearn": (1, 100_000)}
+ARG_BOUNDS = {"samples": (1, 1000), "beam": (1, 64), "quant": (2, 8), "relearn": (1, 100_000)}
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ def run_attacks(
             out[attack.label] = membership(cfg, model, tokenizer, prompts, device)
             continue
         target, samples = model, None
-        if attack.name in ("samples", "greedy"):
+        if attack.name in ("samples", "greedy", "beam"):
             samples = _sampled(cfg, model, tokenizer, prompts, attack, device)
         else:
             target = weight_attacked(cfg, attack, model, tokenizer, public, device)
@@ -186,20 +186,29 @@ def weight_attacked(
 
 
 def _sampled(cfg: Any, model: Any, tokenizer: Any, prompts: list, attack: Attack, device: Any):
+    """The private records' prefixes continued as the attack reads them: K samples, one
+    greedy continuation, or the N likeliest by beam search."""
     from dfsu.evaluation.metrics import Sample
-    from dfsu.evaluation.sampler import evaluation_sampling, sample_continuations
-
-    greedy = attack.name == "greedy"
-    generations = sample_continuations(
-        model,
-        tokenizer,
-        prompts,
-        num_samples=1 if greedy else attack.arg,
-        greedy=greedy,
-        seed=cfg.seed,
-        device=device,
-        **evaluation_sampling(cfg.evaluation),
+    from dfsu.evaluation.sampler import (
+        beam_continuations,
+        evaluation_sampling,
+        sample_continuations,
     )
+
+    if attack.name == "beam":
+        generations = beam_continuations(model, tokenizer, prompts, attack.arg, device=device)
+    else:
+        greedy = attack.name == "greedy"
+        generations = sample_continuations(
+            model,
+            tokenizer,
+            prompts,
+            num_samples=1 if greedy else attack.arg,
+            greedy=greedy,
+            seed=cfg.seed,
+            device=device,
+            **evaluation_sampling(cfg.evaluation),
+        )
     return [
         Sample(p.prefix, p.suffix, tuple(p.entities), tuple(g))
         for p, g in zip(prompts, generations, strict=True)

@@ -221,6 +221,58 @@ def _sample(
     return results
 
 
+@torch.no_grad()
+def beam_continuations(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[Prompt],
+    beams: int,
+    batch_size: int = 8,
+    device: torch.device | str = "cpu",
+) -> list[list[str]]:
+    """The ``beams`` likeliest continuations of each prompt by beam search (no sampling:
+    the same every run), each cut to its suffix's token length. One beam is greedy decoding."""
+    from transformers import GenerationConfig
+
+    model.eval()
+    side, tokenizer.padding_side = tokenizer.padding_side, "left"
+    eos_id = tokenizer.eos_token_id
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    results: list[list[str]] = [[] for _ in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: prompts[i].suffix_tokens)
+    try:
+        with progress_bar("beam", len(prompts)) as bar:
+            for start in range(0, len(order), batch_size):
+                batch = order[start : start + batch_size]
+                texts = [(tokenizer.eos_token or "") + prompts[i].prefix for i in batch]
+                enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+                budget = max(prompts[i].suffix_tokens for i in batch)
+                search = GenerationConfig(
+                    num_beams=beams,
+                    num_return_sequences=beams,
+                    do_sample=False,
+                    max_new_tokens=budget,
+                    eos_token_id=eos_id,
+                    pad_token_id=pad_id,
+                )
+                out = model.generate(
+                    input_ids=enc["input_ids"].to(device),
+                    attention_mask=enc["attention_mask"].to(device),
+                    generation_config=search,
+                )
+                new = out[:, enc["input_ids"].shape[1] :].tolist()
+                for row, tokens in enumerate(new):
+                    index = batch[row // beams]
+                    tokens = tokens[: prompts[index].suffix_tokens]
+                    if eos_id in tokens:
+                        tokens = tokens[: tokens.index(eos_id)]
+                    results[index].append(tokenizer.decode(tokens, skip_special_tokens=True))
+                bar.update(0, advance=len(batch))
+    finally:
+        tokenizer.padding_side = side
+    return results
+
+
 def evaluation_sampling(ec: Any) -> dict[str, Any]:
     """The evaluation's sampling settings (``evaluation`` section) as sampler arguments."""
     return {
