@@ -139,6 +139,13 @@ def test_relearning_changes_a_copy_and_reads_only_the_text_it_is_given(tmp_path)
         assert out(input_ids=ids, labels=ids).loss < model(input_ids=ids, labels=ids).loss
     with pytest.raises(DfsuError, match="no public text"):
         relearned(model, tok, [], 5, settings, "cpu")
+    # relearn-lora: a rank-2 adapter on the MLPs, merged back into a plain model; only the
+    # MLP weights move (breaks: full fine-tuning under another name, an unmerged adapter).
+    lora = relearned(model, tok, texts, 5, dict(settings, lora=2), "cpu")
+    assert type(lora) is type(model) and set(lora.state_dict()) == set(before)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    moved = {k for k, v in lora.state_dict().items() if not torch.equal(v, before[k])}
+    assert moved and all(".mlp." in k for k in moved), moved
 
 
 def test_auc_and_priv_leak_on_hand_made_scores():

@@ -179,7 +179,9 @@ def _audit_attacks(args: argparse.Namespace) -> list[str]:
         except ValueError as exc:
             raise DfsuError(f"--attacks: {exc}") from None
     if odd := [n for n in names if n not in owner_attacks(names)]:
-        raise DfsuError(f"--attacks: {', '.join(odd)}: not a weight attack (quant:B, relearn:N)")
+        raise DfsuError(
+            f"--attacks: {', '.join(odd)}: not a weight attack (quant:B, relearn[-lora]:N)"
+        )
     return names
 
 

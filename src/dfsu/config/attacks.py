@@ -12,9 +12,16 @@ ATTACKS: dict[str, tuple[type | None, int | None, str]] = {
     "beam": (int, 5, "the N likeliest continuations per prefix by beam search"),
     "quant": (int, 4, "weights rounded to B bits (round to nearest, per-row groups)"),
     "relearn": (int, 60, "N steps of full fine-tuning on the owner's public text"),
+    "relearn-lora": (int, 60, "N steps of LoRA fine-tuning (rank 8, the MLPs) on it, merged"),
     "mia": (None, None, "loss-based membership inference AUC against unseen records"),
 }
-ARG_BOUNDS = {"samples": (1, 1000), "beam": (1, 64), "quant": (2, 8), "relearn": (1, 100_000)}
+ARG_BOUNDS = {
+    "samples": (1, 1000),
+    "beam": (1, 64),
+    "quant": (2, 8),
+    "relearn": (1, 100_000),
+    "relearn-lora": (1, 100_000),
+}
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,11 @@ Each attack is a name (``evaluation.attacks``), optionally with an argument afte
 
     samples:K     K sampled continuations per prefix instead of the evaluation's K
     greedy        one greedy continuation per prefix
+    beam:N        the N likeliest continuations per prefix by beam search
     quant:B       the weights of every linear layer rounded to B bits (symmetric, per-row groups
                   of ``evaluation.attack_group`` weights, round to nearest), saved back as floats
     relearn:N     N steps of full fine-tuning (AdamW) on the owner's public text
+    relearn-lora:N  the same with a rank-8 LoRA on the MLPs, merged back (a cheaper fine-tune)
     mia           membership inference: AUC of the private records' suffix loss against
                   records of the same shapes the model never saw
 
@@ -27,6 +29,9 @@ import torch
 
 from dfsu.config.attacks import ATTACKS, Attack, parse_attack
 from dfsu.errors import DfsuError
+
+WEIGHT_ATTACKS = ("quant", "relearn", "relearn-lora")  # attacks that make a model
+RELEARN_LORA_RANK = 8  # relearn-lora: the rank of the adapter fine-tuned and merged
 
 __all__ = ["ATTACKS", "Attack", "parse_attack"]  # the names, from the config
 
@@ -70,8 +75,9 @@ def relearned(
     device: Any,
 ) -> Any:
     """A copy of ``model`` after ``steps`` AdamW steps of full fine-tuning on ``texts``
-    (packed blocks, ``settings``: lr, batch_size, block_size, seed), as an owner who
-    fine-tunes the unlearned model on public text would."""
+    (packed blocks, ``settings``: lr, batch_size, block_size, seed; with ``lora`` a rank:
+    LoRA on the MLPs instead, merged back), as an owner who fine-tunes the unlearned model on
+    public text would."""
     from dfsu.components.batches import collate, pack_documents
 
     if not texts:
@@ -80,7 +86,10 @@ def relearned(
     blocks = pack_documents(docs, settings["block_size"], tokenizer.eos_token_id)
     out = copy.deepcopy(model).to(device).train()
     out.requires_grad_(True)  # full fine-tuning, whatever the model came in frozen
-    optimizer = torch.optim.AdamW(out.parameters(), lr=settings["lr"], weight_decay=0.0)
+    if settings.get("lora"):
+        out = _with_lora(out, settings["lora"])
+    trained = [p for p in out.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=settings["lr"], weight_decay=0.0)
     order = torch.Generator().manual_seed(settings["seed"])
     pad = tokenizer.pad_token_id or 0
     for _ in range(steps):
@@ -92,7 +101,26 @@ def relearned(
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+    if settings.get("lora"):
+        out = out.merge_and_unload()
     return out.eval()
+
+
+def _with_lora(model: Any, rank: int) -> Any:
+    """``model`` with LoRA of ``rank`` on its MLPs, the rest frozen (PEFT)."""
+    from peft import LoraConfig, get_peft_model
+
+    from dfsu.unlearning.lora import lora_modules
+
+    modules = lora_modules(model.config.model_type, "mlp")
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=2 * rank,
+        target_modules=modules,
+        lora_dropout=0.0,
+        fan_in_fan_out=model.config.model_type == "gpt2",  # GPT-2's Conv1D layers
+    )
+    return get_peft_model(model, config)
 
 
 def auc(members: list[float], others: list[float]) -> float:
@@ -167,20 +195,21 @@ def run_attacks(
 def weight_attacked(
     cfg: Any, attack: Attack, model: Any, tokenizer: Any, public: list[str], device: Any
 ) -> Any:
-    """A copy of ``model`` after a weight attack (``quant:B`` or ``relearn:N`` on the
+    """A copy of ``model`` after a weight attack (``quant:B``, ``relearn[-lora]:N`` on the
     owner's ``public`` text), with the settings of ``cfg.evaluation``."""
     from dfsu.evaluation.utility import default_window
 
     ec = cfg.evaluation
     if attack.name == "quant":
         return quantized(model, attack.arg, ec.attack_group)
-    if attack.name != "relearn":
+    if attack.name not in ("relearn", "relearn-lora"):
         raise ValueError(f"{attack.label} is not a weight attack")
     settings = {
         "lr": ec.relearn_lr,
         "batch_size": ec.relearn_batch,
         "block_size": min(256, default_window(model)),
         "seed": cfg.seed,
+        "lora": RELEARN_LORA_RANK if attack.name == "relearn-lora" else None,
     }
     return relearned(model, tokenizer, public, attack.arg, settings, device)
 
@@ -233,8 +262,8 @@ def membership(cfg: Any, model: Any, tokenizer: Any, prompts: list, device: Any)
 
 def owner_attacks(names: list[str]) -> list[str]:
     """The attacks of ``evaluation.attacks`` that make a model from public text alone
-    (quant:B, relearn:N); sampling attacks and MIA are the simulation's."""
-    return [a.label for a in map(parse_attack, names) if a.name in ("quant", "relearn")]
+    (quant:B, relearn:N, relearn-lora:N); sampling attacks and MIA are the simulation's."""
+    return [a.label for a in map(parse_attack, names) if a.name in WEIGHT_ATTACKS]
 
 
 def leak_under_attacks(
