@@ -107,12 +107,18 @@ def relearned(
 
 
 def _with_lora(model: Any, rank: int) -> Any:
-    """``model`` with LoRA of ``rank`` on its MLPs, the rest frozen (PEFT)."""
+    """``model`` with LoRA of ``rank`` on its MLPs' linear layers (every architecture names
+    them under ``.mlp.``), the rest frozen (PEFT)."""
     from peft import LoraConfig, get_peft_model
+    from transformers.pytorch_utils import Conv1D
 
-    from dfsu.unlearning.lora import lora_modules
-
-    modules = lora_modules(model.config.model_type, "mlp")
+    modules = [
+        name
+        for name, module in model.named_modules()
+        if ".mlp." in name and isinstance(module, torch.nn.Linear | Conv1D)
+    ]
+    if not modules:
+        raise DfsuError("attack relearn-lora: the model has no linear layer under an .mlp.")
     config = LoraConfig(
         r=rank,
         lora_alpha=2 * rank,
