@@ -212,13 +212,18 @@ def _sample(
             budget = max(prompts[i].suffix_tokens for i in batch)
             new = decode_batch(model, ids, mask, budget, eos_id, generator, **sampling).tolist()
             for row, tokens in enumerate(new):
-                prompt_index = batch[row // k]
-                tokens = tokens[: prompts[prompt_index].suffix_tokens]
-                if eos_id in tokens:
-                    tokens = tokens[: tokens.index(eos_id)]
-                results[prompt_index].append(tokenizer.decode(tokens, skip_special_tokens=True))
+                index = batch[row // k]
+                results[index].append(_decoded(tokenizer, tokens, prompts[index], eos_id))
             bar.update(0, advance=len(batch))
     return results
+
+
+def _decoded(tokenizer: Any, tokens: list[int], prompt: Prompt, eos_id: int) -> str:
+    """New tokens as text: cut to the prompt's suffix length and at the first end of text."""
+    tokens = tokens[: prompt.suffix_tokens]
+    if eos_id in tokens:
+        tokens = tokens[: tokens.index(eos_id)]
+    return tokenizer.decode(tokens, skip_special_tokens=True)
 
 
 @torch.no_grad()
@@ -263,10 +268,7 @@ def beam_continuations(
                 new = out[:, enc["input_ids"].shape[1] :].tolist()
                 for row, tokens in enumerate(new):
                     index = batch[row // beams]
-                    tokens = tokens[: prompts[index].suffix_tokens]
-                    if eos_id in tokens:
-                        tokens = tokens[: tokens.index(eos_id)]
-                    results[index].append(tokenizer.decode(tokens, skip_special_tokens=True))
+                    results[index].append(_decoded(tokenizer, tokens, prompts[index], eos_id))
                 bar.update(0, advance=len(batch))
     finally:
         tokenizer.padding_side = side
