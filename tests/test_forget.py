@@ -214,7 +214,11 @@ def test_forget_makes_a_memorizing_gpt2_and_llama_forget_records_of_unknown_shap
 
     _, micro = trained_micro_run  # its tokenizer: the byte-level BPE of MEMORIZING's size
     start = _random_checkpoint(kind, micro / "target", tmp_path / "random", width=96)
-    cfg = load_config("tiny", [*MEMORIZING, "data.shapes=unknown", f"target.init_from={start}"])
+    # batches of 4: memorized in 8 epochs (E-Hit 81-98) where batches of 8 take 12
+    fast_target = ["target.epochs=8", "target.batch_size=4"]
+    cfg = load_config(
+        "tiny", [*MEMORIZING, *fast_target, "data.shapes=unknown", f"target.init_from={start}"]
+    )
     run = tmp_path / "run"
     build_corpus(cfg, run)
     train_target(cfg, run)
@@ -223,7 +227,9 @@ def test_forget_makes_a_memorizing_gpt2_and_llama_forget_records_of_unknown_shap
     before = _true_e_hit((cfg, run, None), model, tmp_path / "before.json")
     assert before >= 40, before  # it memorized
     out = tmp_path / "out"
-    config = [*MEMORIZING, *FAST_UNLEARNING]  # no shapes: the owner does not know them
+    # no shapes: the owner does not know them; at most two rounds of 30 steps, checked every 5
+    loop = ["unlearning.eval_every=5", "unlearning.loop.rounds=2", "unlearning.loop.steps=30"]
+    config = [*MEMORIZING, *FAST_UNLEARNING, *loop]
     capfd.readouterr()
     assert main(["--quiet", "forget", "--model", str(model), "--out", str(out), *config]) == 0
     assert "deprecated" not in capfd.readouterr().err  # transformers' cache warnings
