@@ -189,7 +189,8 @@ def render_single(path: Path, data: dict, doc: Path) -> list[str]:
 
 def attack_columns(row_lists: list[list[dict]]) -> list[tuple[str, str, str]]:
     """(header, attack, key) for every attack some row carries: E-Hit under each attack,
-    retain_EM after each weight attack, the membership AUC and PrivLeak."""
+    retain_EM after each weight attack, the membership AUC and PrivLeak, the lens's top-K
+    share at the middle layer and the output."""
     labels: list[str] = []
     for rows in row_lists:
         for r in rows:
@@ -198,6 +199,9 @@ def attack_columns(row_lists: list[list[dict]]) -> list[tuple[str, str, str]]:
     for label in labels:
         if label == "mia":
             columns += [("MIA AUC", "mia", "AUC"), ("PrivLeak", "mia", "PrivLeak")]
+            continue
+        if label.startswith("lens"):
+            columns += [(f"{label} middle", label, "middle"), (f"{label} output", label, "output")]
             continue
         columns.append((f"E-Hit {label}", label, "E_Hit"))
         if label.startswith(("quant", "relearn")):

@@ -153,7 +153,7 @@ MEMORIZING_UNLEARNING = [
     "unlearning.max_steps=40",
     "synthesis.source=self",
     "synthesis.swaps_per_template=4",
-    "evaluation.attacks=[greedy,quant:4,relearn:20,mia]",
+    "evaluation.attacks=[greedy,quant:4,relearn:20,relearn-swap:20,lens,mia]",
 ]
 
 

@@ -27,6 +27,7 @@ def test_attack_names_parse_with_their_defaults_and_bad_ones_say_why():
     assert parse_attack("samples").arg == 50 and parse_attack("greedy").arg is None
     assert parse_attack("relearn:3").arg == 3 and parse_attack("mia").label == "mia"
     assert parse_attack("beam").arg == 5
+    assert parse_attack("lens").arg == 10 and parse_attack("relearn-swap:7").arg == 7
     for bad, why in [
         ("prune", "not an attack"),
         ("beam:0", r"in \[1, 64\]"),
@@ -148,6 +149,53 @@ def test_relearning_changes_a_copy_and_reads_only_the_text_it_is_given(tmp_path)
     assert moved and all(".mlp." in k for k in moved), moved
 
 
+def test_ranks_count_the_tokens_above_the_target_and_the_share_is_of_ranks_below_k():
+    from dfsu.evaluation.attacks import ranks_of, top_share
+
+    logits = torch.tensor([[0.1, 0.9, 0.5, 0.5], [2.0, 1.0, 0.0, -1.0]])
+    # row 0: 0.5 has one above it (0.9), its tie ranks after it; row 1: three above -1.0
+    assert ranks_of(logits, torch.tensor([2, 3])).tolist() == [1, 3]
+    assert ranks_of(logits, torch.tensor([1, 0])).tolist() == [0, 0]
+    assert top_share([0, 1, 3, 9], 2) == 50.0 and top_share([], 5) == 0.0
+
+
+def test_the_lens_reads_the_value_tokens_and_its_last_layer_is_the_models_logits(
+    trained_micro_run,
+):
+    """On the micro target: the lens's last layer ranks the value tokens as the model's own
+    logits do (teacher-forced, computed here apart), one share per layer; only tokens of the
+    values are read (a prompt without values adds nothing)."""
+    from dfsu.components.models import load_causal_lm
+    from dfsu.evaluation.attacks import logit_lens, ranks_of, top_share
+    from dfsu.evaluation.sampler import Prompt
+
+    _, run = trained_micro_run
+    model, tok = load_causal_lm(run / "target")
+    prompt = Prompt(
+        "r1", "Reset for user", " jdoe77 from 10.0.0.12 today", ["jdoe77", "10.0.0.12"], 9
+    )
+    got = logit_lens(model, tok, [prompt], 5, "cpu")
+    assert len(got["layers"]) == model.config.num_hidden_layers
+    assert got["output"] == got["layers"][-1] and got["middle"] == got["layers"][0]
+    context = tok(tok.eos_token + prompt.prefix, add_special_tokens=False)["input_ids"]
+    suffix = tok(prompt.suffix, add_special_tokens=False, return_offsets_mapping=True)
+    ids = torch.tensor([context + suffix["input_ids"]])
+    masked = [False] * len(prompt.suffix)  # the characters of the values
+    for value in prompt.entities:
+        at = prompt.suffix.index(value)
+        masked[at : at + len(value)] = [True] * len(value)
+    values = [
+        len(context) + i for i, (a, b) in enumerate(suffix["offset_mapping"]) if any(masked[a:b])
+    ]
+    assert got["tokens"] == len(values)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0]
+    ranks = ranks_of(logits[[p - 1 for p in values]], ids[0, values]).tolist()
+    assert got["output"] == round(top_share(ranks, 5), 2)
+    empty = Prompt("r2", "Reset for user", " nothing here", [], 3)
+    assert logit_lens(model, tok, [prompt, empty], 5, "cpu") == got
+
+
 def test_auc_and_priv_leak_on_hand_made_scores():
     assert auc([3.0, 4.0], [1.0, 2.0]) == 1.0
     assert auc([1.0, 2.0], [3.0, 4.0]) == 0.0
@@ -182,14 +230,29 @@ def test_every_row_has_its_attacks_and_relearning_does_not_bring_back_what_the_r
     _, run, results = memorizing_run
     rows = {r["method"]: r for r in results["rows"]}
     for name, row in rows.items():
-        assert set(row["attacks"]) == {"greedy", "quant:4", "relearn:20", "mia"}, name
-        for attack in ("greedy", "quant:4", "relearn:20"):
+        assert set(row["attacks"]) == {
+            "greedy",
+            "quant:4",
+            "relearn:20",
+            "relearn-swap:20",
+            "lens:10",
+            "mia",
+        }, name
+        for attack in ("greedy", "quant:4", "relearn:20", "relearn-swap:20"):
             assert 0 <= row["attacks"][attack]["E_Hit"] <= 100
         assert "retain_EM" in row["attacks"]["relearn:20"]
+        assert "retain_EM" in row["attacks"]["relearn-swap:20"]
         assert "PrivLeak" in row["attacks"]["mia"]
-    # The original leaks under every attack; the retrain never saw the records.
+    # The original leaks under every attack; the retrain never saw the records: neither
+    # public text nor other values of the records' shapes bring them up.
     assert all(rows["original"]["attacks"][a]["E_Hit"] >= 50 for a in ("greedy", "quant:4"))
     assert rows["retrain"]["attacks"]["relearn:20"]["E_Hit"] <= 5
+    assert rows["retrain"]["attacks"]["relearn-swap:20"]["E_Hit"] <= 5
+    # The lens: the original ranks its values' tokens in the top 10 at every layer, the
+    # retrain far less often (only what the shapes predict)
+    lens = {name: row["attacks"]["lens:10"] for name, row in rows.items()}
+    assert min(lens["original"]["layers"]) >= 80, lens["original"]
+    assert lens["retrain"]["hidden"] <= lens["original"]["hidden"] - 30, lens
     assert rows["retrain"]["attacks"]["mia"]["PrivLeak"] == 0.0
     assert rows["original"]["attacks"]["mia"]["PrivLeak"] > 20
     saved = json.loads((run / "eval" / "original.json").read_text())
@@ -201,10 +264,8 @@ def test_every_row_has_its_attacks_and_relearning_does_not_bring_back_what_the_r
 def test_the_owners_verdict_says_when_an_attack_brings_back_half_of_what_was_removed():
     from dfsu.evaluation.attacks import attack_verdicts, owner_attacks
 
-    assert owner_attacks(["samples:50", "greedy", "quant:4", "relearn:60", "mia"]) == [
-        "quant:4",
-        "relearn:60",
-    ]
+    names = ["samples:50", "greedy", "quant:4", "relearn:60", "relearn-swap:9", "lens", "mia"]
+    assert owner_attacks(names) == ["quant:4", "relearn:60"]
     got = attack_verdicts(40, 4, {"quant:4": {"consistent": 10}, "relearn:60": {"consistent": 30}})
     assert got["quant:4"]["survived"] and "held" in got["quant:4"]["words"]
     assert not got["relearn:60"]["survived"]
@@ -212,3 +273,26 @@ def test_the_owners_verdict_says_when_an_attack_brings_back_half_of_what_was_rem
         "relearn:60: leak 4 -> 30 (before unlearning 40): the forgetting did not survive it"
     )
     assert not attack_verdicts(0, 0, {"quant:8": {"consistent": 1}})["quant:8"]["survived"]
+
+
+def test_the_report_says_when_an_unlearned_rows_middle_layer_still_ranks_the_values():
+    from dfsu.stages.report import _attack_section
+
+    def row(method, middle, output):
+        lens = {"top": 10, "middle": middle, "output": output, "layers": [middle, output]}
+        return {
+            "method": method,
+            "E_Hit": 1.0,
+            "attacks": {"greedy": {"E_Hit": 1.0}, "lens:10": lens},
+        }
+
+    html = "".join(
+        _attack_section(
+            [row("original", 97.0, 100.0), row("retrain", 24.0, 25.0), row("dfsu", 90.7, 45.0)]
+        )
+    )
+    assert "lens:10: middle layer" in html and "<td>90.7</td><td>45.0</td>" in html
+    assert "dfsu: the middle layer ranks 90.7% of the values' tokens in the top 10" in html
+    assert "original: the middle" not in html and "retrain: the middle" not in html
+    quiet = "".join(_attack_section([row("dfsu", 50.0, 45.0)]))
+    assert "the middle layer ranks" not in quiet  # within 20 points of its output

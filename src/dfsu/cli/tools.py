@@ -163,7 +163,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _audit_attacks(args: argparse.Namespace) -> list[str]:
-    """``--attacks``, checked before any work: weight attacks only, and only with --leak."""
+    """``--attacks``, checked before any work: the weight attacks an owner can run (no
+    shapes needed), and only with --leak."""
     from dfsu.evaluation.attacks import owner_attacks, parse_attack
 
     if args.public and not args.attacks:
@@ -180,7 +181,8 @@ def _audit_attacks(args: argparse.Namespace) -> list[str]:
             raise DfsuError(f"--attacks: {exc}") from None
     if odd := [n for n in names if n not in owner_attacks(names)]:
         raise DfsuError(
-            f"--attacks: {', '.join(odd)}: not a weight attack (quant:B, relearn[-lora]:N)"
+            f"--attacks: {', '.join(odd)}: not a weight attack an owner can run "
+            "(quant:B, relearn[-lora]:N)"
         )
     return names
 

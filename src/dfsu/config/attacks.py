@@ -13,6 +13,8 @@ ATTACKS: dict[str, tuple[type | None, int | None, str]] = {
     "quant": (int, 4, "weights rounded to B bits (round to nearest, per-row groups)"),
     "relearn": (int, 60, "N steps of full fine-tuning on the owner's public text"),
     "relearn-lora": (int, 60, "N steps of LoRA fine-tuning (rank 8, the MLPs) on it, merged"),
+    "relearn-swap": (int, 60, "N steps of it on 8 records of the same shapes, other values"),
+    "lens": (int, 10, "logit lens: share of the values' tokens in the top K at each layer"),
     "mia": (None, None, "loss-based membership inference AUC against unseen records"),
 }
 ARG_BOUNDS = {
@@ -21,6 +23,8 @@ ARG_BOUNDS = {
     "quant": (2, 8),
     "relearn": (1, 100_000),
     "relearn-lora": (1, 100_000),
+    "relearn-swap": (1, 100_000),
+    "lens": (1, 1000),
 }
 
 

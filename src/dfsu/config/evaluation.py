@@ -31,7 +31,8 @@ class EvalConfig:
     attacks: list[str] = _f(
         [],
         "attacks each evaluated model is also read under (dfsu.evaluation.attacks): "
-        "samples:K, greedy, quant:B, relearn:N, mia; [] = none",
+        "samples:K, greedy, beam:N, quant:B, relearn:N, relearn-lora:N, relearn-swap:N, "
+        "lens:K, mia; [] = none",
         neutral=[],
     )
     attack_group: int = _f(

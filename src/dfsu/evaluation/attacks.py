@@ -9,6 +9,12 @@ Each attack is a name (``evaluation.attacks``), optionally with an argument afte
                   of ``evaluation.attack_group`` weights, round to nearest), saved back as floats
     relearn:N     N steps of full fine-tuning (AdamW) on the owner's public text
     relearn-lora:N  the same with a rank-8 LoRA on the MLPs, merged back (a cheaper fine-tune)
+    relearn-swap:N  N steps of full fine-tuning on 8 records of the private records' shapes
+                  with other values (never a private value): relearning the shape, not the data
+    lens:K        logit lens: the share of the private values' tokens (teacher-forced, each
+                  given the record before it) ranked in the top K when each layer's hidden
+                  state is read through the final norm and the output layer; forgetting
+                  that only the last layers carry shows as a high share in the middle ones
     mia           membership inference: AUC of the private records' suffix loss against
                   records of the same shapes the model never saw
 
@@ -16,8 +22,8 @@ A sampling attack changes how the model is read, a weight attack changes the mod
 the model evaluated is left as it was). Forgetting that an attack undoes was suppression,
 not removal; the retrain is the reference (its relearning E-Hit stays near 0).
 
-``quantize_rtn``, ``auc`` and ``parse_attack`` are pure; ``quantized`` and ``relearned``
-return a new model.
+``quantize_rtn``, ``auc``, ``ranks_of``, ``top_share`` and ``parse_attack`` are pure;
+``quantized`` and ``relearned`` return a new model.
 """
 
 from __future__ import annotations
@@ -30,8 +36,10 @@ import torch
 from dfsu.config.attacks import ATTACKS, Attack, parse_attack
 from dfsu.errors import DfsuError
 
-WEIGHT_ATTACKS = ("quant", "relearn", "relearn-lora")  # attacks that make a model
+WEIGHT_ATTACKS = ("quant", "relearn", "relearn-lora", "relearn-swap")  # they make a model
+OWNER_ATTACKS = ("quant", "relearn", "relearn-lora")  # of them, those an owner can run
 RELEARN_LORA_RANK = 8  # relearn-lora: the rank of the adapter fine-tuned and merged
+SWAP_RECORDS = 8  # relearn-swap: records of the private records' shapes, other values
 
 __all__ = ["ATTACKS", "Attack", "parse_attack"]  # the names, from the config
 
@@ -147,16 +155,28 @@ def priv_leak(auc_model: float, auc_retrain: float) -> float:
     return 100.0 * (auc_model - auc_retrain) / auc_retrain
 
 
-def unseen_records(cfg: Any, n: int) -> list:
-    """``n`` records of the run's record shapes that no model saw (another generator seed),
-    or [] when the records came from a file (their shapes are not known)."""
+def unseen_records(cfg: Any, n: int, draw: int = 7_919) -> list:
+    """``n`` records of the run's record shapes that no model saw (the generator seeded with
+    seed + ``draw``: other values, other openers), or [] when the records came from a file
+    (their shapes are not known)."""
     from dfsu.pii.generator import generate_records, generation_templates
 
     if cfg.data.records:
         return []
     shapes = generation_templates(cfg.data.templates) if cfg.data.templates else None
-    seed = cfg.seed + 7_919  # the corpus draws with ``seed``: other values, other openers
-    return generate_records(n, seed, cfg.data.locales, "unseen", shapes)
+    return generate_records(n, cfg.seed + draw, cfg.data.locales, "unseen", shapes)
+
+
+def ranks_of(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The rank (0 = the likeliest) of each target token in its row of ``logits`` [T, V];
+    tokens tied with the target rank after it (pure)."""
+    picked = logits.gather(-1, targets.unsqueeze(-1))
+    return (logits > picked).sum(-1)
+
+
+def top_share(ranks: list[int], k: int) -> float:
+    """Percent of ``ranks`` below ``k`` (pure)."""
+    return 100.0 * sum(r < k for r in ranks) / len(ranks) if ranks else 0.0
 
 
 def run_attacks(
@@ -181,6 +201,12 @@ def run_attacks(
         if attack.name == "mia":
             out[attack.label] = membership(cfg, model, tokenizer, prompts, device)
             continue
+        if attack.name == "lens":
+            out[attack.label] = logit_lens(model, tokenizer, prompts, attack.arg, device)
+            continue
+        if attack.name == "relearn-swap" and not unseen_records(cfg, 1):
+            out[attack.label] = {"why": "records from a file: no shapes to draw others from"}
+            continue
         target, samples = model, None
         if attack.name in ("samples", "greedy", "beam"):
             samples = _sampled(cfg, model, tokenizer, prompts, attack, device)
@@ -202,14 +228,17 @@ def weight_attacked(
     cfg: Any, attack: Attack, model: Any, tokenizer: Any, public: list[str], device: Any
 ) -> Any:
     """A copy of ``model`` after a weight attack (``quant:B``, ``relearn[-lora]:N`` on the
-    owner's ``public`` text), with the settings of ``cfg.evaluation``."""
+    owner's ``public`` text, ``relearn-swap:N`` on records of the run's shapes with other
+    values), with the settings of ``cfg.evaluation``."""
     from dfsu.evaluation.utility import default_window
 
     ec = cfg.evaluation
     if attack.name == "quant":
         return quantized(model, attack.arg, ec.attack_group)
-    if attack.name not in ("relearn", "relearn-lora"):
+    if attack.name not in WEIGHT_ATTACKS:
         raise ValueError(f"{attack.label} is not a weight attack")
+    if attack.name == "relearn-swap":  # the shapes relearned with values no model saw
+        public = [r.text for r in unseen_records(cfg, SWAP_RECORDS, draw=104_729)]
     settings = {
         "lr": ec.relearn_lr,
         "batch_size": ec.relearn_batch,
@@ -266,10 +295,79 @@ def membership(cfg: Any, model: Any, tokenizer: Any, prompts: list, device: Any)
     return {"AUC": round(100 * value, 2), "members": len(members), "unseen": len(others)}
 
 
+@torch.no_grad()
+def logit_lens(model: Any, tokenizer: Any, prompts: list, k: int, device: Any) -> dict:
+    """The logit lens over the private values: each value token of each prompt's suffix,
+    given EOS + the prefix and the suffix before it (as the sampler reads them), ranked at
+    every layer by that layer's hidden state through the final norm and the output layer
+    (the last layer: the model's own logits). Per layer the percent ranked in the top ``k``;
+    ``middle`` the middle layer's, ``hidden`` the highest before the last, ``output`` the
+    last's."""
+    norm, head = _lens_parts(model)
+    eos = tokenizer.eos_token or ""
+    per_layer: list[list[int]] | None = None
+    model.eval()
+    for prompt in prompts:
+        context = tokenizer(eos + prompt.prefix, add_special_tokens=False)["input_ids"]
+        suffix = tokenizer(prompt.suffix, add_special_tokens=False, return_offsets_mapping=True)
+        positions = _value_positions(prompt, suffix["offset_mapping"], len(context))
+        if not positions:
+            continue
+        ids = torch.tensor([context + suffix["input_ids"]], device=device)
+        out = model(input_ids=ids, output_hidden_states=True)
+        at = torch.tensor([p - 1 for p in positions], device=device)  # predicts position p
+        targets = ids[0, positions]
+        hidden = out.hidden_states[1:-1]  # after each block but the last (before its norm)
+        logits = [head(norm(h[0, at])).float() for h in hidden] + [out.logits[0, at].float()]
+        if per_layer is None:
+            per_layer = [[] for _ in logits]
+        for ranks, layer in zip(per_layer, logits, strict=True):
+            ranks += ranks_of(layer, targets).tolist()
+    if not per_layer:
+        return {"top": k, "tokens": 0, "layers": [], "middle": None, "hidden": None, "output": None}
+    shares = [round(top_share(r, k), 2) for r in per_layer]
+    return {
+        "top": k,
+        "tokens": len(per_layer[0]),
+        "layers": shares,
+        "middle": shares[(len(shares) - 1) // 2],
+        "hidden": max(shares[:-1], default=None),
+        "output": shares[-1],
+    }
+
+
+def _value_positions(prompt: Any, offsets: list, start: int) -> list[int]:
+    """Token positions (in context + suffix) of the suffix's tokens that overlap one of the
+    prompt's entity values."""
+    spans = []
+    for value in prompt.entities:
+        at = prompt.suffix.find(value)
+        if value and at >= 0:
+            spans.append((at, at + len(value)))
+    return [
+        start + i
+        for i, (a, b) in enumerate(offsets)
+        if b > a and any(a < end and b > begin for begin, end in spans)
+    ]
+
+
+def _lens_parts(model: Any) -> tuple[Any, Any]:
+    """The final norm and the output layer of a causal LM (GPT-NeoX, GPT-2, Llama; under a
+    PEFT wrapper too)."""
+    core = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner = core.base_model
+    for name in ("final_layer_norm", "ln_f", "norm"):
+        norm = getattr(inner, name, None)
+        if isinstance(norm, torch.nn.Module):
+            return norm, core.get_output_embeddings()
+    raise DfsuError(f"attack lens: no final norm found in {type(core).__name__}")
+
+
 def owner_attacks(names: list[str]) -> list[str]:
     """The attacks of ``evaluation.attacks`` that make a model from public text alone
-    (quant:B, relearn:N, relearn-lora:N); sampling attacks and MIA are the simulation's."""
-    return [a.label for a in map(parse_attack, names) if a.name in WEIGHT_ATTACKS]
+    (quant:B, relearn:N, relearn-lora:N); sampling attacks, relearn-swap (it draws records
+    of the simulation's shapes), the lens and MIA are the simulation's."""
+    return [a.label for a in map(parse_attack, names) if a.name in OWNER_ATTACKS]
 
 
 def leak_under_attacks(

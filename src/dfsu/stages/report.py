@@ -214,15 +214,22 @@ def _continuations_section(run: Path, rows: list[dict[str, Any]]) -> list[str]:
 def _attack_section(rows: list[dict[str, Any]]) -> list[str]:
     """E-Hit of every row under each attack (``evaluation.attacks``), in words where an attack
     brought back what unlearning had removed, and E-Hit against E-Hit after relearning."""
-    attacks = list(dict.fromkeys(a for r in rows for a in r.get("attacks") or {} if a != "mia"))
-    if not attacks:
+    labels = list(dict.fromkeys(a for r in rows for a in r.get("attacks") or {}))
+    if not labels:
         return []
+    lens = next((a for a in labels if a.startswith("lens")), None)
+    attacks = [a for a in labels if a != "mia" and a != lens]
     head = "".join(f"<th>{html.escape(a)}</th>" for a in attacks) + "<th>MIA AUC</th>"
+    if lens:
+        head += f"<th>{html.escape(lens)}: middle layer</th><th>{html.escape(lens)}: output</th>"
     body, notes, points = [], [], []
     for r in rows:
         got = r.get("attacks") or {}
         cells = [got.get(a, {}).get("E_Hit") for a in attacks]
         cells.append((got.get("mia") or {}).get("AUC"))
+        if lens:
+            cells += [(got.get(lens) or {}).get("middle"), (got.get(lens) or {}).get("output")]
+            notes += _lens_note(r["method"], got.get(lens) or {})
         body.append(
             f"<tr><td>{html.escape(r['method'])}</td>"
             + "".join(f"<td>{'–' if v is None else f'{v:.1f}'}</td>" for v in cells)
@@ -242,11 +249,27 @@ def _attack_section(rows: list[dict[str, Any]]) -> list[str]:
     return [
         "<h3>Under attack (no private data needed)</h3>",
         "<p class=muted>E-Hit (%) of the private records when the model is sampled more, "
-        "greedily, quantized, or fine-tuned on public text; MIA AUC: the private records' "
-        "suffix loss against unseen records of the same shapes (50 = no trace).</p>",
+        "greedily, quantized, or fine-tuned on public text (relearn-swap: on records of the "
+        "same shapes with other values); MIA AUC: the private records' suffix loss against "
+        "unseen records of the same shapes (50 = no trace); lens: the share (%) of the "
+        "values' tokens ranked in the top K when the middle layer, or the output, is read "
+        "through the output layer.</p>",
         f"<table><tr><th>method</th>{head}</tr>{''.join(body)}</table>",
         f"<ul>{''.join(notes)}</ul>" if notes else "<p>Every row's forgetting held.</p>",
         scatter(points, "E-Hit (%)", "E-Hit after relearning (%)", marked=MARKED) if points else "",
+    ]
+
+
+def _lens_note(method: str, lens: dict[str, Any]) -> list[str]:
+    """In words, when an unlearned row's middle layer still ranks the values' tokens in the
+    top K far more often (20 points or more) than its output does."""
+    middle, output = lens.get("middle"), lens.get("output")
+    if method in TRAINED or None in (middle, output) or middle < output + 20:
+        return []
+    return [
+        f"<li>{html.escape(method)}: the middle layer ranks {middle:.1f}% of the values' tokens "
+        f"in the top {lens['top']}, the output {output:.1f}%: the forgetting sits in the last "
+        "layers.</li>"
     ]
 
 
