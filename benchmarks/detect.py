@@ -34,7 +34,7 @@ from dfsu.pii.detectors import STRUCTURED, candidates, resolve_overlaps
 from dfsu.pii.generator import generate_records
 from dfsu.pii.normalize import normalize_for_detection
 from dfsu.pii.tagger import Tagger, decode_spans
-from dfsu.pii.tagger_features import _compressed, context_features, described, shape
+from dfsu.pii.tagger.features import _compressed, context_features, described, shape
 
 MB = 1_000_000
 _PRIORITY = {label: i for i, label in enumerate(STRUCTURED)}

@@ -14,7 +14,7 @@ from dfsu.pii.normalize import detection_form, normalize_for_detection, spans_to
 from dfsu.pii.records import Span
 from dfsu.pii.redact import mask_value
 from dfsu.pii.tagger import Tagger, decode_spans, train_tagger
-from dfsu.pii.tagger_features import words
+from dfsu.pii.tagger.features import words
 
 # The rules as they were written first (every span against every kept one): the references.
 PRIORITY = {label: i for i, label in enumerate(STRUCTURED)}

@@ -17,7 +17,8 @@ SMALL = [
 ]
 
 
-def test_the_early_tagger_is_the_stage_s_tagger(tmp_path, capsys):
+def test_the_early_tagger_is_the_stage_s_tagger(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("dfsu.ui._quiet", False)  # an earlier `dfsu --quiet` in this process
     cfg = load_config("tiny", SMALL)
     run = create_run_dir(tmp_path / "run")
     stage = Stages(cfg, run, set())

@@ -10,7 +10,7 @@ from dfsu.pii.annotators import OfflineAnnotator, merge_hybrid
 from dfsu.pii.records import Span
 from dfsu.pii.scoring import score_spans
 from dfsu.pii.tagger import Tagger, decode_spans, train_tagger, word_labels
-from dfsu.pii.tagger_data import (
+from dfsu.pii.tagger.data import (
     HELDOUT_SHAPES,
     TRAIN_SHAPES,
     add_noise,
@@ -19,7 +19,7 @@ from dfsu.pii.tagger_data import (
     make_records,
     training_shapes,
 )
-from dfsu.pii.tagger_features import words
+from dfsu.pii.tagger.features import words
 
 # Small enough to train in well under a minute on 2 cores, large enough to be measured.
 TEST_TAGGER = [

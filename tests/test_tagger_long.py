@@ -1,4 +1,4 @@
-"""The tagger on long texts (dfsu.pii.tagger_long) gives the labels crfsuite gives the whole
+"""The tagger on long texts (dfsu.pii.tagger.long) gives the labels crfsuite gives the whole
 text: against the tagger path as it was (kept here), on varied long rows and on the edges of
 short ones, and against a brute-force best labelling of random weights."""
 
@@ -14,9 +14,9 @@ from dfsu.config import load_config
 from dfsu.pii.annotators import OfflineAnnotator
 from dfsu.pii.generator import generate_records
 from dfsu.pii.tagger import LONG_TEXT, Tagger, decode_spans, train_tagger
-from dfsu.pii.tagger_data import general_negatives, make_records, training_shapes
-from dfsu.pii.tagger_features import OTHER, described, sentence_features, shape, words
-from dfsu.pii.tagger_long import (
+from dfsu.pii.tagger.data import general_negatives, make_records, training_shapes
+from dfsu.pii.tagger.features import OTHER, described, sentence_features, shape, words
+from dfsu.pii.tagger.long import (
     CrfWeights,
     LongTextTagger,
     decode_labels,
@@ -263,7 +263,7 @@ def test_the_weights_read_from_the_model_file_are_crfsuites(tagger, tmp_path, mo
         (tmp_path / "model.crfsuite").write_bytes(damaged)
         assert read_weights(tagger.crf, tmp_path / "model.crfsuite") is None
     # a model file it cannot read: crfsuite tags the whole text, as before
-    monkeypatch.setattr("dfsu.pii.tagger_long.read_weights", lambda crf, model: None)
+    monkeypatch.setattr("dfsu.pii.tagger.long.read_weights", lambda crf, model: None)
     fresh = Tagger.load(tagger.path)
     rows = varied_rows()[:1]
     assert fresh.predict(rows) == ReferenceTagger(tagger).predict(rows)
@@ -279,7 +279,7 @@ def _fuzz_texts(n: int, seed: int) -> list[str]:
 
 @pytest.mark.parametrize("block", [1 << 20, 5])  # words hashed and checked in blocks
 def test_word_bounds_are_the_words_and_word_ids_tell_them_apart(block, monkeypatch):
-    monkeypatch.setattr("dfsu.pii.tagger_long.HASH_BLOCK", block)
+    monkeypatch.setattr("dfsu.pii.tagger.long.HASH_BLOCK", block)
     every = "".join(map(chr, range(sys.maxunicode + 1)))
     for text in [*varied_rows(), every, *_fuzz_texts(3000, 2)]:
         starts, ends = word_bounds(text)
@@ -297,8 +297,8 @@ def test_a_hash_collision_is_found_and_the_words_are_read_as_strings(tagger, mon
     starts, ends = word_bounds(row)
     assert word_ids(row, starts, ends) is not None
     # every word's hash is then the sum of its character codes: anagrams collide
-    monkeypatch.setattr("dfsu.pii.tagger_long._BASE", np.uint64(1))
-    monkeypatch.setattr("dfsu.pii.tagger_long._INVERSE", np.uint64(1))
+    monkeypatch.setattr("dfsu.pii.tagger.long._BASE", np.uint64(1))
+    monkeypatch.setattr("dfsu.pii.tagger.long._INVERSE", np.uint64(1))
     assert word_ids("ab ba ab", *word_bounds("ab ba ab")) is None
     assert word_ids(row, starts, ends) is None
     assert tagger.predict([row]) == ReferenceTagger(tagger).predict([row])

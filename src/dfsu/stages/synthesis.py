@@ -272,7 +272,7 @@ def annotator_report(cfg: RunConfig, pseudo: Path, annotator: OfflineAnnotator) 
     """Every label scored on texts whose gold spans are known without the private records:
     records of shapes the tagger never saw, the swapped candidates, and invented names and
     handles that are in no name list; with the pattern annotator beside it."""
-    from dfsu.pii.tagger_data import HELDOUT_SHAPES, invented_eval_records, make_records
+    from dfsu.pii.tagger.data import HELDOUT_SHAPES, invented_eval_records, make_records
 
     n = cfg.synthesis.annotator_eval_records
     sets = {

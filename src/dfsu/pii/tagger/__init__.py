@@ -1,6 +1,6 @@
 """A learned PII tagger: a linear-chain CRF over words, a label per word for every label it saw.
 
-Trained from scratch on public synthetic PII (``dfsu.pii.tagger_data``: the generator's
+Trained from scratch on public synthetic PII (``dfsu.pii.tagger.data``: the generator's
 shapes and the tagger's own, several Faker locales, invented names and handles, entities
 scattered in general sentences, noisy variants that look like inverted or sampled text,
 general text as negatives), never on a run's private records. It reads a word by its shape
@@ -36,12 +36,12 @@ from typing import Any
 from dfsu.config import TaggerConfig
 from dfsu.errors import DfsuError
 from dfsu.pii.records import PiiRecord, Span, canonical_label
-from dfsu.pii.tagger_features import OTHER, sentence_features, words
+from dfsu.pii.tagger.features import OTHER, sentence_features, words
 from dfsu.rundir import atomic_write_json, staged_dir
 from dfsu.ui import info
 
 FORMAT = 1
-# From this many words a text is tagged by dfsu.pii.tagger_long: the same labels, faster from
+# From this many words a text is tagged by dfsu.pii.tagger.long: the same labels, faster from
 # about 200 words (measured: 2.1 ms against crfsuite's 3.7 ms at 500 words, 6 against 17 at 2000).
 LONG_TEXT = 500
 
@@ -105,7 +105,7 @@ class Tagger:
         # Lone surrogates (valid in JSON, not in UTF-8) become "?": same length, no crash.
         readable = text.encode("utf-8", "replace").decode("utf-8")
         if len(text) >= LONG_TEXT and self._long_tagger():  # it may hold LONG_TEXT words
-            from dfsu.pii.tagger_long import decode_labels, word_bounds
+            from dfsu.pii.tagger.long import decode_labels, word_bounds
 
             bounds = word_bounds(text)  # words(text), without a Python step per word
             if len(bounds[0]) >= LONG_TEXT:
@@ -119,7 +119,7 @@ class Tagger:
     def _long_tagger(self) -> Any:
         """The LongTextTagger, read on first use (False: crfsuite tags long texts too)."""
         if self.long is None:
-            from dfsu.pii.tagger_long import LongTextTagger, read_weights
+            from dfsu.pii.tagger.long import LongTextTagger, read_weights
 
             weights = read_weights(self.crf, self.path / "model.crfsuite")
             self.long = LongTextTagger(weights) if weights else False
@@ -127,7 +127,7 @@ class Tagger:
 
     def tag(self, tokens: list[str]) -> list[str]:
         """A label per word: crfsuite's Viterbi over the whole sequence (on a long one, only
-        where a word's label can depend on its neighbours': ``dfsu.pii.tagger_long``)."""
+        where a word's label can depend on its neighbours': ``dfsu.pii.tagger.long``)."""
         if len(tokens) >= LONG_TEXT and self._long_tagger():
             return self.long.tag(tokens)
         return self.crf.tag(sentence_features(tokens))
@@ -139,7 +139,7 @@ class Tagger:
 def training_records(tc: TaggerConfig) -> tuple[list[PiiRecord], list[PiiRecord]]:
     """(training records, held-out-shape records): public synthetic PII only."""
     from dfsu.pii.reader import load_records
-    from dfsu.pii.tagger_data import (
+    from dfsu.pii.tagger.data import (
         HELDOUT_SHAPES,
         general_negatives,
         make_records,
@@ -181,7 +181,7 @@ def train_tagger(tc: TaggerConfig, out: str | Path) -> Path:
     import pycrfsuite
 
     from dfsu.pii.scoring import score_spans
-    from dfsu.pii.tagger_data import invented_eval_records
+    from dfsu.pii.tagger.data import invented_eval_records
 
     started = time.time()
     out = Path(out)

@@ -22,7 +22,7 @@ The labels equal crfsuite's on the whole text but where two labellings tie to wi
 rounding (about 1e-9: crfsuite's scores of a long text grow large), where either is a best one.
 
 A text of a row is read without a Python step per word: its words are found (``word_bounds``,
-the words of ``dfsu.pii.tagger_features.words``) and told apart (``word_ids``: a hash of each word's
+the words of ``dfsu.pii.tagger.features.words``) and told apart (``word_ids``: a hash of each word's
 characters, checked character by character) with numpy, and only its distinct words become
 strings; ``decode_labels`` turns the labels into spans.
 """
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from dfsu.pii.records import Span
-from dfsu.pii.tagger_features import LEAD, OTHER, TRAIL, VALUED, described
+from dfsu.pii.tagger.features import LEAD, OTHER, TRAIL, VALUED, described
 
 # Settled by more than any rounding of crfsuite's (its scores of 20 MB reach about 1e7).
 MARGIN = 1e-6
@@ -63,7 +63,7 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def word_bounds(text: str) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) of the words of ``dfsu.pii.tagger_features.words(text)``, found with numpy: in
+    """(starts, ends) of the words of ``dfsu.pii.tagger.features.words(text)``, found with numpy: in
     each run of non-space characters, its opening marks and its closing marks (after its
     last other character, never among the opening ones) one by one, and what is between."""
     codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)

@@ -1,5 +1,5 @@
 """Public synthetic PII for the tagger, built from the shapes and lists of
-``tagger_templates``: records over many sentence shapes and several locales, invented names,
+``templates``: records over many sentence shapes and several locales, invented names,
 noisy variants that look like inverted or sampled text, and general text as negatives.
 
 Nothing here reads a run's private records. Three disjoint sets of shapes exist:
@@ -20,7 +20,7 @@ from faker import Faker
 
 from dfsu.pii.generator import PLACEHOLDER, TEMPLATES, VALUE_MAKERS, _fakers
 from dfsu.pii.records import PiiRecord, Span
-from dfsu.pii.tagger_templates import (
+from dfsu.pii.tagger.templates import (
     CUES,
     EXTRA_MAKERS,
     FORM_FIELDS,

@@ -1,7 +1,7 @@
 """The text the tagger's training records are made of: the locales, the sentence shapes
 (trained on, and held out), the field names of key-value forms, values for labels the record
 generator has no maker for, invented names and handles (from syllable inventories) and the cue
-words before scattered entities. ``tagger_data`` builds the records from these.
+words before scattered entities. ``data`` builds the records from these.
 """
 
 from __future__ import annotations

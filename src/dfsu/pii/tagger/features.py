@@ -1,6 +1,6 @@
 """What the tagger reads of a word: the words of a text, each word's shape and features, and
 its neighbours'. Both taggers read them: crfsuite's (``dfsu.pii.tagger``) and the long-text
-one that gives crfsuite's labels faster (``dfsu.pii.tagger_long``)."""
+one that gives crfsuite's labels faster (``dfsu.pii.tagger.long``)."""
 
 from __future__ import annotations
 
