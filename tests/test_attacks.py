@@ -273,6 +273,18 @@ def test_the_owners_verdict_says_when_an_attack_brings_back_half_of_what_was_rem
         "relearn:60: leak 4 -> 30 (before unlearning 40): the forgetting did not survive it"
     )
     assert not attack_verdicts(0, 0, {"quant:8": {"consistent": 1}})["quant:8"]["survived"]
+    # The probe (the values given back before unlearning, replayed at their own prefixes)
+    # sees a comeback the estimate misses: 20 removed, 12 back.
+    probe = {"values": 24, "unlearned": 4, "attacked": 16}
+    got = attack_verdicts(40, 4, {"relearn:60": {"consistent": 6, "probe": probe}})
+    assert not got["relearn:60"]["survived"] and got["relearn:60"]["probe"] == probe
+    assert got["relearn:60"]["words"] == (
+        "relearn:60: leak 4 -> 6 (before unlearning 40); of the 24 values it gave back before "
+        "unlearning, at their own prefixes, 4 after unlearning, 16 after the attack: the "
+        "forgetting did not survive it"
+    )
+    held = {"values": 24, "unlearned": 4, "attacked": 13}  # 9 of 20 back: at most half
+    assert attack_verdicts(40, 4, {"q": {"consistent": 6, "probe": held}})["q"]["survived"]
 
 
 def test_the_report_says_when_an_unlearned_rows_middle_layer_still_ranks_the_values():

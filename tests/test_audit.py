@@ -197,6 +197,8 @@ def test_audit_attacks_read_the_unlearned_model_again_after_each(unlearned_run, 
     for label, got in leak["attacks"].items():
         assert got["consistent"] >= 0 and isinstance(got["survived"], bool)
         assert got["words"].startswith(f"{label}: leak {after} -> {got['consistent']}")
+        first = leak["estimates"][next(iter(leak["models"]))]["consistent"]
+        assert ("probe" in got) == (first > 0)  # the first model's values, replayed
     refused = {
         "needs --leak": [*args, "--attacks", "quant:4"],
         "not a weight attack": [*args, "--leak", "--attacks", "quant:4,samples:5"],

@@ -113,6 +113,12 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     for label, attack in summary["attacks"].items():
         assert attack["consistent"] >= 0 and label in attack["words"]
         assert ("held" in attack["words"]) == attack["survived"]
+        # The probe: the original's values (the same report draw as "before", read again),
+        # replayed at their own prefixes on the unlearned model and on the attacked one.
+        probe = attack["probe"]
+        assert probe["values"] == summary["leak"]["before"]["consistent"] > 0, probe
+        assert 0 <= probe["unlearned"] < probe["values"] and probe["attacked"] >= 0
+        assert f"of the {probe['values']} values it gave back before" in attack["words"]
     # The truth: the unlearned model emits at most half the private values the original did.
     before = results["rows"][0]
     assert before["method"] == "original" and before["E_Hit"] >= 60

@@ -215,3 +215,28 @@ def test_a_value_written_after_many_prompts_is_generic_not_leaked():
     # Off (share 1), or too few prompts to tell (the floor of 3): both count.
     assert count_leaks(prefixes, gens, spans, set(), 2)["consistent"] == 2
     assert count_leaks(prefixes[:4], gens[:4], spans[:4], set(), 2, 0.3)["consistent"] == 2
+
+
+def test_value_prompts_pair_each_consistent_value_with_the_prefixes_it_came_back_after():
+    from dfsu.evaluation.leak import Draw, value_prompts
+
+    prefixes = ["User id:", "Call from", "Mail to"]
+    after = [len(p) + 1 for p in prefixes]  # a value right after each prefix
+
+    def at(i, *values):
+        return [Span(v, after[i], after[i] + len(v), "USERNAME") for v in values]
+
+    spans = [
+        [at(0, "jdoe88"), at(0, "jdoe88"), at(0, "kim2")],  # jdoe88 twice: given back
+        [at(1, "jdoe88"), at(1, "amy9"), at(1, "amy9")],  # amy9 twice; jdoe88 once only
+        [at(2, "zed1"), [Span("Mail", 0, 4, "USERNAME")], []],  # in the prefix: not counted
+    ]
+    estimate = {"values": [{"value": "jdoe88"}, {"value": "amy9"}, {"value": "zed1"}]}
+    draw = Draw(estimate, prefixes, [["x"] * 3] * 3, spans)
+    assert value_prompts(draw, 2) == [
+        ("User id:", frozenset({"jdoe88"})),
+        ("Call from", frozenset({"amy9"})),
+    ]
+    # A value the estimate did not count (kim2) is never in the probe, whatever its count.
+    assert value_prompts(draw, 1)[0] == ("User id:", frozenset({"jdoe88"}))
+    assert value_prompts(draw, 4) == []

@@ -134,7 +134,7 @@ def audit_leak(
     run's public text (``--run``), else on ``public.files`` or the built-in public text."""
     from dfsu.components.models import pick_device
     from dfsu.config import load_config
-    from dfsu.evaluation.leak import build_meter
+    from dfsu.evaluation.leak import build_meter, value_prompts
     from dfsu.pii.annotators import load_offline
 
     dev = pick_device(device)
@@ -156,16 +156,20 @@ def audit_leak(
         pool = build_swap_pool([], 64, cfg.seed, cfg.data.locales, template_labels())
         tagger = dataclasses.replace(cfg.tagger, path=str(cached_default_tagger()))
         annotate = load_offline(cfg.leak.annotator, tagger, Path("."), None)
-    estimates, names = {}, {}
+    estimates, names, probe = {}, {}, None
     for name, label, model, tokenizer in audited_models(
         model_path, adapter, unlearned, trust_remote_code, dev
     ):
         meter = build_meter(cfg, pool, annotate, tokenizer, "report")
-        estimates[name] = meter(model, tokenizer, dev)[0]
+        draw = meter(model, tokenizer, dev)
+        estimates[name] = draw.estimate
+        if probe is None:  # the first model's values, replayed on the last after attacks
+            probe = value_prompts(draw, cfg.leak.min_count)
         names[name] = label
     result = {"models": names, "estimates": estimates, "settings": dataclasses.asdict(cfg.leak)}
     if attacks:
-        result["attacks"] = _attacked(cfg, attacks, (model, tokenizer), run, meter, dev)
+        attacked = (model, tokenizer)
+        result["attacks"] = _attacked(cfg, attacks, attacked, run, meter, dev, probe)
         first, last = (estimates[n]["consistent"] for n in (next(iter(names)), name))
         from dfsu.evaluation.attacks import attack_verdicts
 
@@ -173,8 +177,17 @@ def audit_leak(
     return result
 
 
-def _attacked(cfg: Any, attacks: list[str], model: tuple, run: Path | None, meter: Any, dev: Any):
-    """``audit_leak``'s weight attacks on ``model`` (it and its tokenizer)."""
+def _attacked(
+    cfg: Any,
+    attacks: list[str],
+    model: tuple,
+    run: Path | None,
+    meter: Any,
+    dev: Any,
+    probe: list[tuple],
+):
+    """``audit_leak``'s weight attacks on ``model`` (it and its tokenizer), with the first
+    model's values replayed at their prefixes (``probe``)."""
     from dfsu.evaluation.attacks import leak_under_attacks
 
     model, tokenizer = model
@@ -190,7 +203,7 @@ def _attacked(cfg: Any, attacks: list[str], model: tuple, run: Path | None, mete
         from dfsu.owner import public_documents
 
         public = public_documents(cfg)[0]["public"]
-    return leak_under_attacks(cfg, attacks, (model, tokenizer), public, meter, dev)
+    return leak_under_attacks(cfg, attacks, (model, tokenizer), public, meter, dev, probe)
 
 
 def vocabulary_entries(tokenizer: Any) -> set[str]:

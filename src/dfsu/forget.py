@@ -214,17 +214,21 @@ def _recitation(cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any)
 
 def measure_attacks(cfg: Any, owner: Owner, model_dir: Path, path: Path, names: list) -> None:
     """The leak estimate (report draw, consistent values) of the unlearned model after each
-    weight attack -> ``path``."""
+    weight attack, and the probe: how many of the values the model as given gave back (the
+    same draw, read again) come back at their own prefixes -> ``path``."""
     from dfsu.components.models import load_causal_lm, pick_device
     from dfsu.evaluation.attacks import leak_under_attacks
-    from dfsu.evaluation.leak import leak_meter
+    from dfsu.evaluation.leak import leak_meter, value_prompts
 
     device = pick_device(cfg.target.device)
+    original, tokenizer = load_causal_lm(owner.model)
+    meter = leak_meter(cfg, owner, tokenizer, "report")
+    probe = value_prompts(meter(original.to(device).eval(), tokenizer, device), cfg.leak.min_count)
+    del original
     model, tokenizer = load_causal_lm(model_dir)
     model.to(device).eval()
-    meter = leak_meter(cfg, owner, tokenizer, "report")
     public = owner.public_texts()
-    result = leak_under_attacks(cfg, names, (model, tokenizer), public, meter, device)
+    result = leak_under_attacks(cfg, names, (model, tokenizer), public, meter, device, probe)
     atomic_write_json(path, result)
 
 

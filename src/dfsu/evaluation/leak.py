@@ -310,6 +310,55 @@ class LeakMeter:
             estimate["sources"] = _per_source(searched, by_source, draw, self.excluded, lc)
         return Draw(estimate, prefixes, generations, spans)
 
+    def given_back(self, model: Any, tokenizer: Any, device: Any, probe: list[tuple]) -> int:
+        """How many of ``probe``'s values (``value_prompts``: each with the prefix it came
+        after) the model gives back at their own prefix, in at least ``leak.min_count`` of
+        ``leak.samples`` samples of this draw's sampling seed."""
+        lc = self.cfg.leak
+        if not probe:
+            return 0
+        n = lc.max_new_tokens
+        prompts = [Prompt(f"probe-{i}", prefix, "", [], n) for i, (prefix, _) in enumerate(probe)]
+        generations = sample_continuations(
+            model,
+            tokenizer,
+            prompts,
+            num_samples=lc.samples,
+            seed=self.sampling_seed,
+            device=device,
+            **evaluation_sampling(self.cfg.evaluation),
+        )
+        texts = [p.prefix + g for p, gs in zip(prompts, generations, strict=True) for g in gs]
+        found = iter(self.annotate(texts))
+        spans = [[next(found) for _ in gs] for gs in generations]
+        back = set()
+        for (prefix, values), rows in zip(probe, spans, strict=True):
+            back |= _given_at(prefix, rows, values, lc.min_count)
+        return len(back)
+
+
+def value_prompts(draw: Draw, min_count: int) -> list[tuple[str, frozenset[str]]]:
+    """The draw's consistent values with the prefix each came back after: (prefix, the
+    values given back there in at least ``min_count`` samples) for every prompt where one
+    was (pure). Replayed on another model it asks: does it still give these values back in
+    the very contexts where this one did?"""
+    wanted = frozenset(v["value"] for v in draw.estimate["values"])
+    out = []
+    for prefix, rows in zip(draw.prefixes, draw.spans, strict=True):
+        here = _given_at(prefix, rows, wanted, min_count)
+        if here:
+            out.append((prefix, here))
+    return out
+
+
+def _given_at(prefix: str, rows: list[list[Span]], values: frozenset[str], min_count: int):
+    """The ``values`` found after ``prefix`` in at least ``min_count`` of the samples'
+    spans ``rows`` (pure)."""
+    seen: Counter = Counter()
+    for row in rows:
+        seen.update({clean_value(s.value) for s in row if s.start >= len(prefix)} & values)
+    return frozenset(v for v, n in seen.items() if n >= min_count)
+
 
 def _in_turn(*lists: list) -> list:
     """The lists' items taken in turn (the first of each, then the second of each, ...)."""
