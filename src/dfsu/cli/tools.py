@@ -53,8 +53,9 @@ def _add_audit_parser(sub: Any) -> None:
         "--attacks",
         default=None,
         help="with --leak: weight attacks after which the last model's estimate is read "
-        "again, e.g. quant:4,relearn:60 (relearning on --run's public text, else on --public "
-        "or the built-in public text)",
+        "again, and the first model's values replayed at their own prefixes, e.g. "
+        "quant:4,relearn:60 (relearning on --run's public text, else on --public or the "
+        "built-in public text)",
     )
     aud.add_argument(
         "--public",
