@@ -113,6 +113,7 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     for label, attack in summary["attacks"].items():
         assert attack["consistent"] >= 0 and label in attack["words"]
         assert ("held" in attack["words"]) == attack["survived"]
+        assert attack["returned_pct"] >= 0 and f"{attack['returned_pct']:.0f} %" in attack["words"]
         # The probe: the original's values (the same report draw as "before", read again),
         # replayed at their own prefixes on the unlearned model and on the attacked one.
         probe = attack["probe"]
