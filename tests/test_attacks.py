@@ -311,7 +311,16 @@ def test_the_report_says_when_an_unlearned_rows_middle_layer_still_ranks_the_val
         )
     )
     assert "lens:10: middle layer" in html and "<td>90.7</td><td>45.0</td>" in html
-    assert "dfsu: the middle layer ranks 90.7% of the values' tokens in the top 10" in html
+    assert (
+        "dfsu: the middle layer ranks 90.7% of the values' tokens in the top 10 (the retrain "
+        "24.0%, the output 45.0%): the values were made less likely, not removed" in html
+    )
     assert "original: the middle" not in html and "retrain: the middle" not in html
+    near = "".join(_attack_section([row("retrain", 24.0, 25.0), row("dfsu", 40.0, 30.0)]))
+    assert "the middle layer ranks" not in near  # within 20 points of the retrain's
+    # Without a retrain: against the row's own output.
+    alone = "".join(_attack_section([row("dfsu", 90.7, 45.0)]))
+    assert "dfsu: the middle layer ranks 90.7% of the values' tokens in the top 10, the " in alone
+    assert "the forgetting sits in the last layers" in alone
     quiet = "".join(_attack_section([row("dfsu", 50.0, 45.0)]))
     assert "the middle layer ranks" not in quiet  # within 20 points of its output

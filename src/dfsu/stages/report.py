@@ -223,13 +223,16 @@ def _attack_section(rows: list[dict[str, Any]]) -> list[str]:
     if lens:
         head += f"<th>{html.escape(lens)}: middle layer</th><th>{html.escape(lens)}: output</th>"
     body, notes, points = [], [], []
+    reference = next(
+        ((r.get("attacks") or {}).get(lens) for r in rows if r["method"] == "retrain"), None
+    )
     for r in rows:
         got = r.get("attacks") or {}
         cells = [got.get(a, {}).get("E_Hit") for a in attacks]
         cells.append((got.get("mia") or {}).get("AUC"))
         if lens:
             cells += [(got.get(lens) or {}).get("middle"), (got.get(lens) or {}).get("output")]
-            notes += _lens_note(r["method"], got.get(lens) or {})
+            notes += _lens_note(r["method"], got.get(lens) or {}, reference)
         body.append(
             f"<tr><td>{html.escape(r['method'])}</td>"
             + "".join(f"<td>{'–' if v is None else f'{v:.1f}'}</td>" for v in cells)
@@ -260,11 +263,23 @@ def _attack_section(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _lens_note(method: str, lens: dict[str, Any]) -> list[str]:
+def _lens_note(method: str, lens: dict[str, Any], reference: dict[str, Any] | None) -> list[str]:
     """In words, when an unlearned row's middle layer still ranks the values' tokens in the
-    top K far more often (20 points or more) than its output does."""
+    top K 20 points or more above the retrain's (``reference``), or, without a retrain, above
+    its own output."""
     middle, output = lens.get("middle"), lens.get("output")
-    if method in TRAINED or None in (middle, output) or middle < output + 20:
+    if method in TRAINED or None in (middle, output):
+        return []
+    base = (reference or {}).get("middle")
+    if base is not None:
+        if middle < base + 20:
+            return []
+        return [
+            f"<li>{html.escape(method)}: the middle layer ranks {middle:.1f}% of the values' "
+            f"tokens in the top {lens['top']} (the retrain {base:.1f}%, the output "
+            f"{output:.1f}%): the values were made less likely, not removed.</li>"
+        ]
+    if middle < output + 20:
         return []
     return [
         f"<li>{html.escape(method)}: the middle layer ranks {middle:.1f}% of the values' tokens "
