@@ -324,3 +324,42 @@ def test_the_report_says_when_an_unlearned_rows_middle_layer_still_ranks_the_val
     assert "the forgetting sits in the last layers" in alone
     quiet = "".join(_attack_section([row("dfsu", 50.0, 45.0)]))
     assert "the middle layer ranks" not in quiet  # within 20 points of its output
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_the_lens_finds_the_final_norm_of_gpt2_and_llama(trained_micro_run, kind):
+    """The lens on the other architectures the simulation trains (``target.arch``): one
+    share per block, the last read from the model's own logits, the middle ones through the
+    architecture's final norm (GPT-2's ln_f, Llama's norm)."""
+    from transformers import (
+        AutoTokenizer,
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+    )
+
+    from dfsu.evaluation.attacks import _lens_parts, logit_lens
+    from dfsu.evaluation.sampler import Prompt
+
+    _, run = trained_micro_run
+    tok = AutoTokenizer.from_pretrained(run / "target")
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=3, n_head=2))
+        assert _lens_parts(model)[0] is model.transformer.ln_f
+    else:
+        config = LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=3,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+        )
+        model = LlamaForCausalLM(config)
+        assert _lens_parts(model)[0] is model.model.norm
+    prompt = Prompt("r1", "Reset for user", " jdoe77 today", ["jdoe77"], 6)
+    got = logit_lens(model.eval(), tok, [prompt], 50, "cpu")
+    assert len(got["layers"]) == 3 and got["tokens"] > 0
+    assert got["middle"] == got["layers"][1] and got["output"] == got["layers"][2]
