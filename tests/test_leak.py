@@ -181,6 +181,7 @@ def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
     seen = {"consistent": 4, "sources": blind["sources"]}
     reduction, words = leak_verdict(seen, {"consistent": 1, "sources": {}})
     assert reduction == 75.0 and "rough figure over 4 values" in words
+    assert "read the reduction as an upper bound" in words  # the search's blind spot, said
     assert "free 256 unprompted samples" in words
     after = {"consistent": 1, "sources": {"shapes": {"confirmed": 1}, "free": {"confirmed": 0}}}
     assert "by source: shapes 0 -> 1, free 0 -> 0" in leak_verdict(seen, after)[1]

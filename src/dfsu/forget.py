@@ -315,6 +315,11 @@ def leak_verdict(before: dict[str, Any], after: dict[str, Any]) -> tuple[float |
         words += f" (by source: {', '.join(per_source)})"
     if b < FEW_VALUES:
         words += f", a rough figure over {b} values"
+    words += (
+        "; it counts only the values this search reaches, so read the reduction as an upper "
+        "bound (on records of shapes dfsu never saw, the true drop was smaller: "
+        "docs/results.md)"
+    )
     return reduction, f"{words}; searched: {searched}"
 
 
