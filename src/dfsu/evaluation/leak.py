@@ -287,18 +287,7 @@ class LeakMeter:
         else:
             prompts = [p for ps in by_source.values() for p in ps]
         batch = max(32, self.cfg.evaluation.batch_size)  # short prompts: at least 32
-        generations = sample_continuations(
-            model,
-            tokenizer,
-            prompts,
-            num_samples=lc.samples,
-            seed=self.sampling_seed,
-            device=device,
-            **evaluation_sampling(self.cfg.evaluation) | {"batch_size": batch},
-        )
-        texts = [p.prefix + g for p, gs in zip(prompts, generations, strict=True) for g in gs]
-        found = iter(self.annotate(texts))
-        spans = [[next(found) for _ in gs] for gs in generations]
+        generations, spans = self._sampled(model, tokenizer, prompts, device, batch)
         prefixes = [p.prefix for p in prompts]
         estimate = count_leaks(
             prefixes, generations, spans, self.excluded, lc.min_count, lc.max_prompt_share
@@ -319,22 +308,38 @@ class LeakMeter:
             return 0
         n = lc.max_new_tokens
         prompts = [Prompt(f"probe-{i}", prefix, "", [], n) for i, (prefix, _) in enumerate(probe)]
-        generations = sample_continuations(
-            model,
-            tokenizer,
-            prompts,
-            num_samples=lc.samples,
-            seed=self.sampling_seed,
-            device=device,
-            **evaluation_sampling(self.cfg.evaluation),
-        )
-        texts = [p.prefix + g for p, gs in zip(prompts, generations, strict=True) for g in gs]
-        found = iter(self.annotate(texts))
-        spans = [[next(found) for _ in gs] for gs in generations]
+        _, spans = self._sampled(model, tokenizer, prompts, device)
         back = set()
         for (prefix, values), rows in zip(probe, spans, strict=True):
             back |= _given_at(prefix, rows, values, lc.min_count)
         return len(back)
+
+    def _sampled(
+        self,
+        model: Any,
+        tokenizer: Any,
+        prompts: list[Prompt],
+        device: Any,
+        batch: int | None = None,
+    ) -> tuple[list[list[str]], list[list[list[Span]]]]:
+        """``leak.samples`` continuations of each prompt on this draw's sampling seed (in
+        batches of ``batch`` prompts, else the evaluation's), and the spans the annotator
+        finds in each prefix + continuation."""
+        sampling = evaluation_sampling(self.cfg.evaluation)
+        if batch is not None:
+            sampling["batch_size"] = batch
+        generations = sample_continuations(
+            model,
+            tokenizer,
+            prompts,
+            num_samples=self.cfg.leak.samples,
+            seed=self.sampling_seed,
+            device=device,
+            **sampling,
+        )
+        texts = [p.prefix + g for p, gs in zip(prompts, generations, strict=True) for g in gs]
+        found = iter(self.annotate(texts))
+        return generations, [[next(found) for _ in gs] for gs in generations]
 
 
 def value_prompts(draw: Draw, min_count: int) -> list[tuple[str, frozenset[str]]]:
