@@ -38,11 +38,19 @@ COLUMNS = [
     ("NLI", lambda r: r.get("NLI_acc"), None, 1),
     ("leak", lambda r: (r.get("leak_estimate") or {}).get("consistent"), None, 1),
     ("recited", lambda r: ((r.get("recitation") or {}).get("report") or {}).get("exact"), None, 1),
+    ("probe", lambda r: _probe(r).get("hit_pct"), None, 1),
 ]
+
+
+def _probe(row: dict) -> dict:
+    return (row.get("leak_estimate") or {}).get("probe") or {}
+
+
 # (what is compared, the data-free measure, the truth it should rank the rows like)
 AGREEMENT = [
     ("leak estimate vs E-Hit", COLUMNS[4][1], COLUMNS[0][1]),
     ("recited vs retain_EM", COLUMNS[5][1], COLUMNS[1][1]),
+    ("probe vs E-Hit", COLUMNS[6][1], COLUMNS[0][1]),
 ]
 
 

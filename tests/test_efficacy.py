@@ -80,6 +80,15 @@ def test_the_leak_estimate_orders_the_rows_like_e_hit(memorizing_run):
         estimate,
         e_hit,
     )
+    # The probe (the original's values replayed at their own prefixes, on every row): the
+    # original gives most of them back, every row that forgot (the retrain among them) far
+    # fewer (breaks: replaying on the original's model for every row, a constant).
+    probe = {name: row["leak_estimate"]["probe"] for name, row in rows.items()}
+    hits = {name: p["hit_pct"] for name, p in probe.items()}
+    assert probe["original"]["values"] == estimate["original"], probe["original"]
+    assert probe["original"]["given_back"] >= estimate["original"] // 2, probe["original"]
+    assert hits["original"] > 3 * max(hits[n] for n in forgot), (hits, e_hit)
+    assert len({probe[n]["values"] for n in rows}) == 1  # one probe for every row
 
 
 @pytest.mark.slow

@@ -97,6 +97,14 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     assert leak["before"]["consistent"] >= 2
     assert leak["after"]["consistent"] < leak["before"]["consistent"], leak
     assert sum(leak["before"]["by_label"].values()) == leak["before"]["consistent"]
+    # The probe: the values the model as given gave back on the report draw (as many as the
+    # estimate counted), replayed at their own prefixes on both models; no value written.
+    probe = leak["probe"]
+    assert probe["before"]["values"] == leak["before"]["consistent"], probe
+    assert probe["before"]["given_back"] >= probe["before"]["values"] // 2, probe
+    assert probe["after"]["given_back"] < probe["before"]["given_back"], probe
+    assert probe["after"]["hit_pct"] < probe["before"]["hit_pct"] / 2, probe
+    assert f"of the {probe['before']['values']} values" in leak["probe_words"]
     values = leak["before"]["values"]
     assert values and all("•" in v["value"] for v in values)  # found, and masked
     assert summary["bound"]["within"] and summary["perplexity"]["documents"] == 10

@@ -241,3 +241,29 @@ def test_value_prompts_pair_each_consistent_value_with_the_prefixes_it_came_back
     # A value the estimate did not count (kim2) is never in the probe, whatever its count.
     assert value_prompts(draw, 1)[0] == ("User id:", frozenset({"jdoe88"}))
     assert value_prompts(draw, 4) == []
+
+
+def test_a_replayed_probe_counts_values_given_back_at_their_own_prefix_and_the_hit_rate():
+    from dfsu.evaluation.leak import replay_score
+
+    probe = [("User id:", frozenset({"jdoe88"})), ("Call from", frozenset({"amy9", "bo7"}))]
+    at0, at1 = len("User id:") + 1, len("Call from") + 1
+    spans = [
+        # jdoe88 in 2 of 3 samples, once more inside the prefix (not counted), kim2 not asked
+        [
+            [Span("jdoe88", at0, at0 + 6, "USERNAME")],
+            [Span("jdoe88", at0, at0 + 6, "USERNAME"), Span("kim2", at0 + 8, at0 + 12, "X")],
+            [Span("jdoe88", 0, 6, "USERNAME")],
+        ],
+        # amy9 in 1 sample, bo7 in none: neither consistent at min_count 2
+        [[Span("amy9.", at1, at1 + 5, "USERNAME")], [], []],
+    ]
+    got = replay_score(probe, spans, 3, 2)
+    assert got == {"prefixes": 2, "values": 3, "given_back": 1, "hit_pct": round(100 * 3 / 9, 2)}
+    assert replay_score(probe, spans, 3, 1)["given_back"] == 2
+    assert replay_score([], [], 3, 2) == {
+        "prefixes": 0,
+        "values": 0,
+        "given_back": 0,
+        "hit_pct": 0.0,
+    }

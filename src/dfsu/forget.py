@@ -144,14 +144,15 @@ def forget(
     pseudo_stages(cfg, owner, stage, [row], keys)
     unlearn_stages(cfg, owner, stage, [row], keys)
     unlearned = paths.unlearned(row)
-    measured = {}
+    measured: dict[str, Any] = {}
+    probes: dict[str, Any] = {}  # the model as given's probe, drawn once per process
     for name, directory in (("original", model), (row, paths.merged(row))):
         path = paths.eval(name)
         stage(
             f"evaluate:{name}",
             stage_upstream(cfg, f"evaluate:{name}", keys),
             [path],
-            lambda c, d=directory, p=path: measure(c, owner, d, p, show_pii),
+            lambda c, d=directory, p=path: measure(c, owner, d, p, show_pii, probes),
         )
         measured[name] = json.loads(path.read_text())
     from dfsu.evaluation.attacks import owner_attacks
@@ -163,7 +164,7 @@ def forget(
             f"evaluate:{row}:attacks",
             [*stage_upstream(cfg, f"evaluate:{row}", keys), attacked],
             [path],
-            lambda c: measure_attacks(c, owner, paths.merged(row), path, attacked),
+            lambda c: measure_attacks(c, owner, paths.merged(row), path, attacked, probes),
         )
         measured["attacks"] = json.loads(path.read_text())
     publish(unlearned, out)
@@ -175,9 +176,11 @@ def forget(
     return summary
 
 
-def measure(cfg: Any, owner: Owner, model_dir: Path, path: Path, show_pii: bool) -> None:
-    """The leak estimate (report draw) and the perplexity on the held-out report documents
-    of one model -> ``path``."""
+def measure(
+    cfg: Any, owner: Owner, model_dir: Path, path: Path, show_pii: bool, probes: dict
+) -> None:
+    """The leak estimate (report draw), the probe replayed (``_probe``) and the perplexity
+    on the held-out report documents of one model -> ``path``."""
     from dfsu.components.models import load_causal_lm, pick_device
     from dfsu.evaluation.leak import leak_meter, shown
     from dfsu.evaluation.utility import perplexity
@@ -187,10 +190,13 @@ def measure(cfg: Any, owner: Owner, model_dir: Path, path: Path, show_pii: bool)
     model.to(device).eval()
     texts = owner.report_texts()
     meter = leak_meter(cfg, owner, tokenizer, "report")
-    estimate = meter(model, tokenizer, device).estimate
+    draw = meter(model, tokenizer, device)
+    as_given = Path(model_dir).resolve() == Path(owner.model).resolve()
+    probe = _probe(meter, owner, device, probes, draw if as_given else None)
     result = {
         "model": str(model_dir),
-        "leak_estimate": shown(estimate, show_pii),
+        "leak_estimate": shown(draw.estimate, show_pii),
+        "probe": meter.replay(model, tokenizer, device, probe),
         "search_seconds": round(meter.seconds, 1),
         "recitation": _recitation(cfg, owner, model, tokenizer, device),
         "ppl": perplexity(model, tokenizer, texts, device=device),
@@ -212,24 +218,35 @@ def _recitation(cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any)
     return retention(model, tokenizer, rows, device)
 
 
-def measure_attacks(cfg: Any, owner: Owner, model_dir: Path, path: Path, names: list) -> None:
+def measure_attacks(
+    cfg: Any, owner: Owner, model_dir: Path, path: Path, names: list, probes: dict
+) -> None:
     """The leak estimate (report draw, consistent values) of the unlearned model after each
     weight attack, and the probe: how many of the values the model as given gave back (the
     same draw, read again) come back at their own prefixes -> ``path``."""
     from dfsu.components.models import load_causal_lm, pick_device
     from dfsu.evaluation.attacks import leak_under_attacks
-    from dfsu.evaluation.leak import leak_meter, value_prompts
+    from dfsu.evaluation.leak import leak_meter
 
     device = pick_device(cfg.target.device)
-    original, tokenizer = load_causal_lm(owner.model)
-    meter = leak_meter(cfg, owner, tokenizer, "report")
-    probe = value_prompts(meter(original.to(device).eval(), tokenizer, device), cfg.leak.min_count)
-    del original
     model, tokenizer = load_causal_lm(model_dir)
     model.to(device).eval()
+    meter = leak_meter(cfg, owner, tokenizer, "report")
+    probe = _probe(meter, owner, device, probes)
     public = owner.public_texts()
     result = leak_under_attacks(cfg, names, (model, tokenizer), public, meter, device, probe)
     atomic_write_json(path, result)
+
+
+def _probe(meter: Any, owner: Owner, device: Any, probes: dict, draw: Any = None) -> list:
+    """The values the model as given gave back on the report draw, with their prefixes: from
+    ``draw`` (its own, just made) or ``probes`` (this process's earlier measurement), else
+    drawn now. Never written: OUT holds no leaked value in the clear."""
+    from dfsu.evaluation.leak import probe_of
+
+    if "probe" not in probes:
+        probes["probe"] = probe_of(meter, owner.model, None, device, draw)
+    return probes["probe"]
 
 
 def _link_or_copy(src: str, dst: str) -> str:
@@ -323,6 +340,22 @@ def leak_verdict(before: dict[str, Any], after: dict[str, Any]) -> tuple[float |
     return reduction, f"{words}; searched: {searched}"
 
 
+def probe_words(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
+    """The probe before and after in words (pure): the values the model as given gave back
+    on the report draw, replayed at their own prefixes on both models. None without one."""
+    if not before or not after:
+        return None
+    if before["values"] == 0:
+        return "probe: the model as given gave no value back consistently on the report draw"
+    return (
+        f"probe: of the {before['values']} values the model as given gave back at "
+        f"{before['prefixes']} prefixes of the report draw, {before['given_back']} come back "
+        f"consistently when replayed there before unlearning and {after['given_back']} after; "
+        f"the share of samples that give them back {before['hit_pct']:.1f} % -> "
+        f"{after['hit_pct']:.1f} %"
+    )
+
+
 def _searched(name: str, got: dict[str, Any]) -> str:
     if name == "free":
         return (
@@ -365,6 +398,8 @@ def forget_summary(
                 "after": after.get("search_seconds"),
             },
             "draw": "report (prompts and sampling seeds apart from those the method selects on)",
+            "probe": {"before": before.get("probe"), "after": after.get("probe")},
+            "probe_words": probe_words(before.get("probe"), after.get("probe")),
         },
         "recitation": recitation_view(before.get("recitation"), after.get("recitation")),
         "perplexity": {
@@ -424,6 +459,7 @@ def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
 <h2>Leak estimate</h2><p>consistent values {leak["before"]["consistent"]} &rarr;
 {leak["after"]["consistent"]}{"" if reduction is None else f" ({reduction:.1f} % fewer)"} over
 {leak["prompts"]} prompts; {html.escape(leak["draw"])}.</p><p>{html.escape(leak["words"])}</p>
+<p>{html.escape(leak.get("probe_words") or "")}</p>
 <table><tr><th>label</th><th>before</th><th>after</th></tr>{rows}</table>
 {_attack_html(summary.get("attacks"))}
 {_recitation_html(summary.get("recitation"))}

@@ -178,6 +178,7 @@ def result_row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
             "prompts",
             "sources",
             "generic",
+            "probe",
         )
         row["leak_estimate"] = {k: result["leak_estimate"].get(k) for k in keys}
     summary = RunPaths(run).unlearned_summary(name)

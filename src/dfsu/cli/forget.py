@@ -111,6 +111,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
     console.print(table)
     within = "within" if bound["within"] else "NOT within"
     print(terminal_safe(leak["words"]), file=sys.stderr)
+    if leak.get("probe_words"):
+        print(terminal_safe(leak["probe_words"]), file=sys.stderr)
     if summary.get("recitation"):
         print(summary["recitation"]["words"], file=sys.stderr)
     print(

@@ -136,7 +136,9 @@ def evaluate_model(
     if ec.attacks:  # does the forgetting survive attacks that need no private data?
         result["attacks"] = _attacks(cfg, run, model, tokenizer, prompts, retain, device)
     if cfg.leak.enabled:  # what the model still emits, measured without the records
-        result["leak_estimate"] = _leak(cfg, run, model, tokenizer, device, records, show_pii)
+        original = adapter is None and Path(model_path).resolve() == RunPaths(run).target.resolve()
+        leak = _leak(cfg, run, (model, tokenizer), device, records, show_pii, original)
+        result["leak_estimate"] = leak
     if cfg.recitation.enabled:  # what it still recites word for word, measured without data
         result["recitation"] = _recitation(cfg, run, model, tokenizer, device)
     result["sampling"] = {
@@ -216,11 +218,20 @@ def _recitation(cfg, run, model, tokenizer, device) -> dict[str, Any]:
     return retention(model, tokenizer, rows, device)
 
 
-def _leak(cfg, run, model, tokenizer, device, records, show_pii: bool) -> dict[str, Any]:
-    from dfsu.evaluation.leak import leak_meter, shown
+def _leak(cfg, run, model, device, records, show_pii: bool, original: bool) -> dict[str, Any]:
+    """The leak estimate (report draw) and the probe replayed: what the original gave back
+    on this draw, at its own prefixes (harvested once per run from RUN/target, kept in
+    RUN/eval/leak-probe.json; from this very draw when ``model`` is the original)."""
+    from dfsu.evaluation.leak import leak_meter, probe_of, shown
 
+    model, tokenizer = model
+    paths = RunPaths(run)
     meter = leak_meter(cfg, run, tokenizer, "report")
-    estimate = meter(model, tokenizer, device).estimate
+    draw = meter(model, tokenizer, device)
+    estimate = draw.estimate
+    cache = paths.root / "eval" / "leak-probe.json"
+    probe = probe_of(meter, paths.target, cache, device, draw if original else None)
+    estimate["probe"] = meter.replay(model, tokenizer, device, probe)
     # Simulation only: how many of the consistent values are true private values (the
     # estimate itself never reads the records), and how many true values the owner's swap
     # pool or public text holds by chance (those the estimate can never count).

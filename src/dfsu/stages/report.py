@@ -134,18 +134,29 @@ def _leak_section(rows: list[dict[str, Any]]) -> list[str]:
         return []
     cells = "".join(
         f"<tr><td>{html.escape(r['method'])}</td><td>{r['leak_estimate']['consistent']}</td>"
-        f"<td>{r['leak_estimate']['emitted']}</td><td>{r['E_Hit']:.1f}</td></tr>"
+        f"<td>{r['leak_estimate']['emitted']}</td><td>{_probe_cell(r['leak_estimate'])}</td>"
+        f"<td>{r['E_Hit']:.1f}</td></tr>"
         for r in rows
         if r.get("leak_estimate") and r.get("E_Hit") is not None
     )
     return [
         "<h3>Leak estimate (no private data) against E-Hit (the private records)</h3>",
         "<p class=muted>Consistent: values the model emits in at least m of K samples of one "
-        "swapped-template prompt, absent from the prompt and the swap pool.</p>",
-        f"<table><tr><th>method</th><th>consistent</th><th>emitted</th><th>E-Hit</th></tr>"
-        f"{cells}</table>",
+        "prompt (a record shape, an owner's prompt or a prefix found in its own samples), "
+        "absent from the prompt and the swap pool. Probe: the values the original gave back "
+        "on this draw, replayed at their own prefixes: the percent of samples that give them "
+        "back (and how many of them come back consistently).</p>",
+        "<table><tr><th>method</th><th>consistent</th><th>emitted</th><th>probe</th>"
+        f"<th>E-Hit</th></tr>{cells}</table>",
         scatter(points, "leak estimate (consistent values)", "E-Hit (%)"),
     ]
+
+
+def _probe_cell(estimate: dict[str, Any]) -> str:
+    probe = estimate.get("probe")
+    if not probe:
+        return "-"
+    return f"{probe['hit_pct']:.1f} % ({probe['given_back']}/{probe['values']})"
 
 
 def _secrets(run: Path, show_pii: bool) -> list[str]:
