@@ -26,6 +26,7 @@ def pytest_collection_modifyitems(config, items):
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(fixture))
 
+
 MICRO = [
     "data.num_records=20",
     "data.swap_pool_size=8",
