@@ -4,7 +4,7 @@
 
 The probe is what the original gave back on the leak estimate's report draw (its consistent
 values, each with the prefix it came back after), replayed at those prefixes on every row's
-model (``dfsu.evaluation.leak``: ``probe_of``, ``LeakMeter.replay``; the same code the
+model (``dfsu.evaluation.probe``: ``probe_of``, ``replay``; the same code the
 evaluation runs, with the probe kept in RUN/eval/leak-probe.json). Prints, per row, E-Hit, the
 estimate's consistent values and the probe (hit percent, values given back), then the Spearman
 correlation of each measure with E-Hit over the rows. ``--out``: a copy of RUN/results.json with
@@ -29,7 +29,8 @@ def main() -> int:
 
     from dfsu.cli.common import run_config
     from dfsu.components.models import pick_device
-    from dfsu.evaluation.leak import leak_meter, probe_of
+    from dfsu.evaluation.leak import leak_meter
+    from dfsu.evaluation.probe import probe_of, replay
     from dfsu.rundir import RunPaths, atomic_write_json
     from dfsu.stages.evaluate import _load_for_eval
 
@@ -44,7 +45,7 @@ def main() -> int:
         model, tokenizer = _load_for_eval(saved["model"], saved["adapter"], device)
         meter = leak_meter(cfg, args.run, tokenizer, "report")
         probe = probe if probe is not None else probe_of(meter, paths.target, cache, device)
-        row["leak_estimate"]["probe"] = meter.replay(model.eval(), tokenizer, device, probe)
+        row["leak_estimate"]["probe"] = replay(meter, model.eval(), tokenizer, device, probe)
         got = row["leak_estimate"]["probe"]
         print(
             f"{row['method']:>14}  E-Hit {row['E_Hit']:5.1f}  estimate "

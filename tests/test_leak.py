@@ -219,7 +219,8 @@ def test_a_value_written_after_many_prompts_is_generic_not_leaked():
 
 
 def test_value_prompts_pair_each_consistent_value_with_the_prefixes_it_came_back_after():
-    from dfsu.evaluation.leak import Draw, value_prompts
+    from dfsu.evaluation.leak import Draw
+    from dfsu.evaluation.probe import value_prompts
 
     prefixes = ["User id:", "Call from", "Mail to"]
     after = [len(p) + 1 for p in prefixes]  # a value right after each prefix
@@ -244,7 +245,7 @@ def test_value_prompts_pair_each_consistent_value_with_the_prefixes_it_came_back
 
 
 def test_a_replayed_probe_counts_values_given_back_at_their_own_prefix_and_the_hit_rate():
-    from dfsu.evaluation.leak import replay_score
+    from dfsu.evaluation.probe import replay_score
 
     probe = [("User id:", frozenset({"jdoe88"})), ("Call from", frozenset({"amy9", "bo7"}))]
     at0, at1 = len("User id:") + 1, len("Call from") + 1

@@ -134,7 +134,8 @@ def audit_leak(
     run's public text (``--run``), else on ``public.files`` or the built-in public text."""
     from dfsu.components.models import pick_device
     from dfsu.config import load_config
-    from dfsu.evaluation.leak import build_meter, value_prompts
+    from dfsu.evaluation.leak import build_meter
+    from dfsu.evaluation.probe import value_prompts
     from dfsu.pii.annotators import load_offline
 
     dev = pick_device(device)

@@ -183,6 +183,7 @@ def measure(
     on the held-out report documents of one model -> ``path``."""
     from dfsu.components.models import load_causal_lm, pick_device
     from dfsu.evaluation.leak import leak_meter, shown
+    from dfsu.evaluation.probe import replay
     from dfsu.evaluation.utility import perplexity
 
     device = pick_device(cfg.target.device)
@@ -196,7 +197,7 @@ def measure(
     result = {
         "model": str(model_dir),
         "leak_estimate": shown(draw.estimate, show_pii),
-        "probe": meter.replay(model, tokenizer, device, probe),
+        "probe": replay(meter, model, tokenizer, device, probe),
         "search_seconds": round(meter.seconds, 1),
         "recitation": _recitation(cfg, owner, model, tokenizer, device),
         "ppl": perplexity(model, tokenizer, texts, device=device),
@@ -242,7 +243,7 @@ def _probe(meter: Any, owner: Owner, device: Any, probes: dict, draw: Any = None
     """The values the model as given gave back on the report draw, with their prefixes: from
     ``draw`` (its own, just made) or ``probes`` (this process's earlier measurement), else
     drawn now. Never written: OUT holds no leaked value in the clear."""
-    from dfsu.evaluation.leak import probe_of
+    from dfsu.evaluation.probe import probe_of
 
     if "probe" not in probes:
         probes["probe"] = probe_of(meter, owner.model, None, device, draw)

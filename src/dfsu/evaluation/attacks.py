@@ -381,10 +381,12 @@ def leak_under_attacks(
 ) -> dict[str, dict]:
     """The leak estimate (``meter``, consistent values) of the model (``model``: it and its
     tokenizer) after each weight attack of ``names`` (quant:B, relearn:N on ``public``).
-    With a ``probe`` (``leak.value_prompts`` of the model before unlearning), also how many
+    With a ``probe`` (``probe.value_prompts`` of the model before unlearning), also how many
     of its values the model gives back at their own prefixes, unattacked and attacked."""
     model, tokenizer = model
-    unlearned = meter.given_back(model, tokenizer, device, probe) if probe else None
+    from dfsu.evaluation.probe import replay
+
+    unlearned = replay(meter, model, tokenizer, device, probe)["given_back"] if probe else None
     result = {}
     for attack in map(parse_attack, names):
         attacked = weight_attacked(cfg, attack, model, tokenizer, public, device)
@@ -394,7 +396,7 @@ def leak_under_attacks(
             result[attack.label]["probe"] = {
                 "values": len({v for _, values in probe for v in values}),
                 "unlearned": unlearned,
-                "attacked": meter.given_back(attacked, tokenizer, device, probe),
+                "attacked": replay(meter, attacked, tokenizer, device, probe)["given_back"],
             }
     return result
 

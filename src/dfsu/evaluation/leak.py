@@ -17,15 +17,12 @@ openers and sample with other seeds, so a figure is never read on the draw that 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from itertools import zip_longest
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from dfsu.errors import DfsuError
@@ -291,7 +288,7 @@ class LeakMeter:
         else:
             prompts = [p for ps in by_source.values() for p in ps]
         batch = max(32, self.cfg.evaluation.batch_size)  # short prompts: at least 32
-        generations, spans = self._sampled(model, tokenizer, prompts, device, batch)
+        generations, spans = self.sampled(model, tokenizer, prompts, device, batch)
         prefixes = [p.prefix for p in prompts]
         estimate = count_leaks(
             prefixes, generations, spans, self.excluded, lc.min_count, lc.max_prompt_share
@@ -303,24 +300,7 @@ class LeakMeter:
             estimate["sources"] = _per_source(searched, by_source, draw, self.excluded, lc)
         return Draw(estimate, prefixes, generations, spans)
 
-    def given_back(self, model: Any, tokenizer: Any, device: Any, probe: list[tuple]) -> int:
-        """How many of ``probe``'s values (``value_prompts``: each with the prefix it came
-        after) the model gives back at their own prefix, in at least ``leak.min_count`` of
-        ``leak.samples`` samples of this draw's sampling seed."""
-        return self.replay(model, tokenizer, device, probe)["given_back"]
-
-    def replay(self, model: Any, tokenizer: Any, device: Any, probe: list[tuple]) -> dict:
-        """``probe`` (``value_prompts``) replayed on the model: each prefix continued
-        ``leak.samples`` times on this draw's sampling seed, scored by ``replay_score``."""
-        lc = self.cfg.leak
-        if not probe:
-            return replay_score([], [], lc.samples, lc.min_count)
-        n = lc.max_new_tokens
-        prompts = [Prompt(f"probe-{i}", prefix, "", [], n) for i, (prefix, _) in enumerate(probe)]
-        _, spans = self._sampled(model, tokenizer, prompts, device)
-        return replay_score(probe, spans, lc.samples, lc.min_count)
-
-    def _sampled(
+    def sampled(
         self,
         model: Any,
         tokenizer: Any,
@@ -346,94 +326,6 @@ class LeakMeter:
         texts = [p.prefix + g for p, gs in zip(prompts, generations, strict=True) for g in gs]
         found = iter(self.annotate(texts))
         return generations, [[next(found) for _ in gs] for gs in generations]
-
-
-def value_prompts(draw: Draw, min_count: int) -> list[tuple[str, frozenset[str]]]:
-    """The draw's consistent values with the prefix each came back after: (prefix, the
-    values given back there in at least ``min_count`` samples) for every prompt where one
-    was (pure). Replayed on another model it asks: does it still give these values back in
-    the very contexts where this one did?"""
-    wanted = frozenset(v["value"] for v in draw.estimate["values"])
-    out = []
-    for prefix, rows in zip(draw.prefixes, draw.spans, strict=True):
-        here = _given_at(prefix, rows, wanted, min_count)
-        if here:
-            out.append((prefix, here))
-    return out
-
-
-def replay_score(
-    probe: Sequence[tuple[str, frozenset[str]]],
-    spans: Sequence[Sequence[Sequence[Span]]],
-    samples: int,
-    min_count: int,
-) -> dict[str, Any]:
-    """How much of a probe a model gave back (pure): ``spans[i]`` are the spans found in
-    each of the ``samples`` continuations of ``probe[i]``'s prefix. ``given_back``: the
-    distinct probe values found after their own prefix in at least ``min_count`` samples;
-    ``hit_pct``: over every (prefix, value) pair, the percent of samples that gave the value
-    back (the estimate's counterpart of E-Hit: fixed contexts, a rate rather than a count).
-    """
-    back: set[str] = set()
-    hits = pairs = 0
-    for (prefix, values), rows in zip(probe, spans, strict=True):
-        seen = _seen_at(prefix, rows, values)
-        back |= {v for v, n in seen.items() if n >= min_count}
-        hits += sum(seen.values())
-        pairs += len(values)
-    return {
-        "prefixes": len(probe),
-        "values": len({v for _, values in probe for v in values}),
-        "given_back": len(back),
-        "hit_pct": round(100.0 * hits / (pairs * samples), 2) if pairs else 0.0,
-    }
-
-
-def _seen_at(prefix: str, rows: Sequence[Sequence[Span]], values: frozenset[str]) -> Counter:
-    """In how many of the samples' spans ``rows`` each of ``values`` is found after
-    ``prefix`` (pure)."""
-    seen: Counter = Counter()
-    for row in rows:
-        seen.update({clean_value(s.value) for s in row if s.start >= len(prefix)} & values)
-    return seen
-
-
-def _given_at(prefix: str, rows: list[list[Span]], values: frozenset[str], min_count: int):
-    """The ``values`` found after ``prefix`` in at least ``min_count`` of the samples'
-    spans ``rows`` (pure)."""
-    seen = _seen_at(prefix, rows, values)
-    return frozenset(v for v, n in seen.items() if n >= min_count)
-
-
-def probe_of(
-    meter: LeakMeter, original: Path, cache: Path | None, device: Any, draw: Draw | None = None
-) -> list[tuple[str, frozenset[str]]]:
-    """The probe of the model in ``original`` (the model before unlearning): the consistent
-    values of its draw on ``meter`` with the prefixes they came back after
-    (``value_prompts``). Kept in ``cache`` (mode 0600, as every atomic write: the values are
-    what the model leaked) under a key of the settings and the model's files; ``draw``: that
-    model's draw when the caller has just made it (nothing is sampled again)."""
-    from dfsu.components.models import load_causal_lm
-    from dfsu.rundir import atomic_write_json
-
-    cfg = meter.cfg
-    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in original.iterdir())
-    blob = [cfg.seed, asdict(cfg.leak), evaluation_sampling(cfg.evaluation)]
-    blob += [list(meter.seeds), str(original.resolve()), files]
-    key = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
-    if cache is not None and cache.is_file():
-        saved = json.loads(cache.read_text())
-        if saved.get("key") == key:
-            return [(row["prefix"], frozenset(row["values"])) for row in saved["probe"]]
-    if draw is None:
-        model, tokenizer = load_causal_lm(original)
-        draw = meter(model.to(device).eval(), tokenizer, device)
-    probe = value_prompts(draw, cfg.leak.min_count)
-    if cache is not None:
-        rows = [{"prefix": prefix, "values": sorted(values)} for prefix, values in probe]
-        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write_json(cache, {"key": key, "probe": rows})
-    return probe
 
 
 def _in_turn(*lists: list) -> list:

@@ -222,7 +222,8 @@ def _leak(cfg, run, model, device, records, show_pii: bool, original: bool) -> d
     """The leak estimate (report draw) and the probe replayed: what the original gave back
     on this draw, at its own prefixes (harvested once per run from RUN/target, kept in
     RUN/eval/leak-probe.json; from this very draw when ``model`` is the original)."""
-    from dfsu.evaluation.leak import leak_meter, probe_of, shown
+    from dfsu.evaluation.leak import leak_meter, shown
+    from dfsu.evaluation.probe import probe_of, replay
 
     model, tokenizer = model
     paths = RunPaths(run)
@@ -231,7 +232,7 @@ def _leak(cfg, run, model, device, records, show_pii: bool, original: bool) -> d
     estimate = draw.estimate
     cache = paths.root / "eval" / "leak-probe.json"
     probe = probe_of(meter, paths.target, cache, device, draw if original else None)
-    estimate["probe"] = meter.replay(model, tokenizer, device, probe)
+    estimate["probe"] = replay(meter, model, tokenizer, device, probe)
     # Simulation only: how many of the consistent values are true private values (the
     # estimate itself never reads the records), and how many true values the owner's swap
     # pool or public text holds by chance (those the estimate can never count).
