@@ -2,30 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from dfsu.config import load_config
-
-
-def pytest_configure(config):
-    """Under pytest-xdist (``-n 2``, the suite's command) each worker trains on one thread:
-    the small models here gain little from a second thread, and two workers fill both cores."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        import torch
-
-        torch.set_num_threads(1)
-
-
-def pytest_collection_modifyitems(config, items):
-    """The tests that read a session fixture which trains for a minute run in one worker
-    (``--dist loadgroup``), so that it is trained once."""
-    for item in items:
-        for fixture in ("memorizing_run",):
-            if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(fixture))
-
 
 MICRO = [
     "data.num_records=20",

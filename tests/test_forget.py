@@ -319,3 +319,17 @@ def test_forget_refuses_a_foreign_out_directory_and_unknown_methods(tmp_path, ca
     assert _forget(model, tmp_path / "o2", config=bad) == 2
     assert "track_privacy" in capsys.readouterr().err
     shutil.rmtree(tmp_path / "o2", ignore_errors=True)
+
+
+def test_the_probe_in_words_says_what_came_back_and_nothing_without_a_probe():
+    from dfsu.forget import probe_words
+
+    before = {"prefixes": 12, "values": 20, "given_back": 17, "hit_pct": 55.04}
+    after = {"prefixes": 12, "values": 20, "given_back": 2, "hit_pct": 3.0}
+    words = probe_words(before, after)
+    assert "of the 20 values" in words and "at 12 prefixes" in words
+    assert "17 come back consistently when replayed there before unlearning and 2 after" in words
+    assert "55.0 % -> 3.0 %" in words
+    assert probe_words(None, after) is None and probe_words(before, None) is None
+    nothing = dict(before, values=0, given_back=0, hit_pct=0.0)
+    assert "gave no value back" in probe_words(nothing, nothing)

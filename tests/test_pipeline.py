@@ -180,7 +180,8 @@ def test_run_writes_the_exact_files_and_every_row(reference):
         "oracle",
     ]
     assert sorted(p.name for p in (run / "eval").iterdir() if p.suffix == ".json") == sorted(
-        [*(f"{r}.json" for r in ROWS), "recitations.json"]  # the original's, harvested once
+        # the original's recitations and leak probe, each harvested once
+        [*(f"{r}.json" for r in ROWS), "recitations.json", "leak-probe.json"]
     )
     results = json.loads((run / "results.json").read_text())
     assert [r["method"] for r in results["rows"]] == ROWS

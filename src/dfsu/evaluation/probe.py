@@ -101,14 +101,15 @@ def probe_of(
     """The probe of the model in ``original`` (the model before unlearning): the consistent
     values of its draw on ``meter`` with the prefixes they came back after
     (``value_prompts``). Kept in ``cache`` (mode 0600, as every atomic write: the values are
-    what the model leaked) under a key of the settings and the model's files; ``draw``: that
+    what the model leaked) under a key of the settings (leak, tagger, sampling, the draw's
+    seeds) and the model's files; ``draw``: that
     model's draw when the caller has just made it (nothing is sampled again)."""
     from dfsu.components.models import load_causal_lm
     from dfsu.rundir import atomic_write_json
 
     cfg = meter.cfg
     files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in original.iterdir())
-    blob = [cfg.seed, asdict(cfg.leak), evaluation_sampling(cfg.evaluation)]
+    blob = [cfg.seed, asdict(cfg.leak), asdict(cfg.tagger), evaluation_sampling(cfg.evaluation)]
     blob += [list(meter.seeds), str(original.resolve()), files]
     key = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
     if cache is not None and cache.is_file():
