@@ -39,12 +39,12 @@ def main() -> int:
     device = pick_device(cfg.target.device)
     results = json.loads(paths.results.read_text())
     cache = paths.root / "eval" / "leak-probe.json"
-    probe = None
+    _, tokenizer = _load_for_eval(paths.target, None, "cpu")  # every row's tokenizer
+    meter = leak_meter(cfg, args.run, tokenizer, "report")
+    probe = probe_of(meter, paths.target, cache, device)
     for row in results["rows"]:
         saved = json.loads(paths.eval(row["method"]).read_text())
         model, tokenizer = _load_for_eval(saved["model"], saved["adapter"], device)
-        meter = leak_meter(cfg, args.run, tokenizer, "report")
-        probe = probe if probe is not None else probe_of(meter, paths.target, cache, device)
         row["leak_estimate"]["probe"] = replay(meter, model.eval(), tokenizer, device, probe)
         got = row["leak_estimate"]["probe"]
         print(

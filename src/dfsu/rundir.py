@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -341,6 +341,26 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def keyed_cache(
+    cache: Path | None, field: str, settings: list, model_dir: Path, make: Callable[[], Any]
+) -> Any:
+    """``make()``'s result kept in the JSON file ``cache`` (under ``field``) with a key of
+    ``settings`` and ``model_dir``'s files: read back while the key matches, else made and
+    written anew (mode 0600, as every atomic write); ``cache`` None: made, never written."""
+    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in model_dir.iterdir())
+    blob = [*settings, str(model_dir.resolve()), files]
+    key = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+    if cache is not None and cache.is_file():
+        saved = json.loads(cache.read_text())
+        if saved.get("key") == key:
+            return saved[field]
+    made = make()
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic_write_json(cache, {"key": key, field: made})
+    return made
 
 
 def atomic_write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:

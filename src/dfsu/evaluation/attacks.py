@@ -383,9 +383,9 @@ def leak_under_attacks(
     tokenizer) after each weight attack of ``names`` (quant:B, relearn:N on ``public``).
     With a ``probe`` (``probe.value_prompts`` of the model before unlearning), also how many
     of its values the model gives back at their own prefixes, unattacked and attacked."""
-    model, tokenizer = model
     from dfsu.evaluation.probe import replay
 
+    model, tokenizer = model
     unlearned = replay(meter, model, tokenizer, device, probe)["given_back"] if probe else None
     result = {}
     for attack in map(parse_attack, names):

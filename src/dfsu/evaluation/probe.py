@@ -11,8 +11,6 @@ and after unlearning and after each attack.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -105,23 +103,17 @@ def probe_of(
     seeds) and the model's files; ``draw``: that
     model's draw when the caller has just made it (nothing is sampled again)."""
     from dfsu.components.models import load_causal_lm
-    from dfsu.rundir import atomic_write_json
+    from dfsu.rundir import keyed_cache
+
+    def make() -> list[dict[str, Any]]:
+        nonlocal draw
+        if draw is None:
+            model, tokenizer = load_causal_lm(original)
+            draw = meter(model.to(device).eval(), tokenizer, device)
+        probe = value_prompts(draw, cfg.leak.min_count)
+        return [{"prefix": prefix, "values": sorted(values)} for prefix, values in probe]
 
     cfg = meter.cfg
-    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in original.iterdir())
-    blob = [cfg.seed, asdict(cfg.leak), asdict(cfg.tagger), evaluation_sampling(cfg.evaluation)]
-    blob += [list(meter.seeds), str(original.resolve()), files]
-    key = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
-    if cache is not None and cache.is_file():
-        saved = json.loads(cache.read_text())
-        if saved.get("key") == key:
-            return [(row["prefix"], frozenset(row["values"])) for row in saved["probe"]]
-    if draw is None:
-        model, tokenizer = load_causal_lm(original)
-        draw = meter(model.to(device).eval(), tokenizer, device)
-    probe = value_prompts(draw, cfg.leak.min_count)
-    if cache is not None:
-        rows = [{"prefix": prefix, "values": sorted(values)} for prefix, values in probe]
-        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write_json(cache, {"key": key, "probe": rows})
-    return probe
+    settings = [cfg.seed, asdict(cfg.leak), asdict(cfg.tagger), evaluation_sampling(cfg.evaluation)]
+    rows = keyed_cache(cache, "probe", [*settings, list(meter.seeds)], original, make)
+    return [(row["prefix"], frozenset(row["values"])) for row in rows]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -128,24 +127,15 @@ def recitations(
     a value the annotator missed)."""
     from dfsu.components.models import load_causal_lm
     from dfsu.pii.annotators import load_offline
-    from dfsu.rundir import atomic_write_json
+    from dfsu.rundir import keyed_cache
 
-    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in original.iterdir())
-    blob = [cfg.seed, dataclasses.asdict(cfg.recitation), evaluation_sampling(cfg.evaluation)]
-    blob += [str(original.resolve()), files]
-    key = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
-    if cache is not None and cache.is_file():
-        saved = json.loads(cache.read_text())
-        if saved.get("key") == key:
-            return saved["rows"]
-    model, tokenizer = load_causal_lm(original)
-    annotate = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
-    rows = harvest(model.to(device).eval(), tokenizer, annotate, cfg, device)
-    if cache is None:
-        return rows
-    cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    atomic_write_json(cache, {"key": key, "rows": rows})
-    return rows
+    def make() -> list[dict[str, str]]:
+        model, tokenizer = load_causal_lm(original)
+        annotate = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
+        return harvest(model.to(device).eval(), tokenizer, annotate, cfg, device)
+
+    settings = [cfg.seed, dataclasses.asdict(cfg.recitation), evaluation_sampling(cfg.evaluation)]
+    return keyed_cache(cache, "rows", settings, original, make)
 
 
 def retention(

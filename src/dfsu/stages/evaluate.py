@@ -137,7 +137,7 @@ def evaluate_model(
         result["attacks"] = _attacks(cfg, run, model, tokenizer, prompts, retain, device)
     if cfg.leak.enabled:  # what the model still emits, measured without the records
         original = adapter is None and Path(model_path).resolve() == RunPaths(run).target.resolve()
-        leak = _leak(cfg, run, (model, tokenizer), device, records, show_pii, original)
+        leak = _leak(cfg, run, model, tokenizer, device, records, show_pii, original)
         result["leak_estimate"] = leak
     if cfg.recitation.enabled:  # what it still recites word for word, measured without data
         result["recitation"] = _recitation(cfg, run, model, tokenizer, device)
@@ -218,14 +218,15 @@ def _recitation(cfg, run, model, tokenizer, device) -> dict[str, Any]:
     return retention(model, tokenizer, rows, device)
 
 
-def _leak(cfg, run, model, device, records, show_pii: bool, original: bool) -> dict[str, Any]:
+def _leak(
+    cfg, run, model, tokenizer, device, records, show_pii: bool, original: bool
+) -> dict[str, Any]:
     """The leak estimate (report draw) and the probe replayed: what the original gave back
     on this draw, at its own prefixes (harvested once per run from RUN/target, kept in
     RUN/eval/leak-probe.json; from this very draw when ``model`` is the original)."""
     from dfsu.evaluation.leak import leak_meter, shown
     from dfsu.evaluation.probe import probe_of, replay
 
-    model, tokenizer = model
     paths = RunPaths(run)
     meter = leak_meter(cfg, run, tokenizer, "report")
     draw = meter(model, tokenizer, device)
