@@ -2,9 +2,49 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from dfsu.config import load_config
+
+# The suite runs in two worker processes (pytest-xdist, pyproject's addopts), one torch thread
+# each, so the two share the machine's cores instead of fighting over them. The subprocesses a
+# test starts (command-line runs) inherit OMP_NUM_THREADS: they use one thread too and compute
+# the same floats as the worker that compares them.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
+
+
+# The costliest units of work, first and each on one worker (pyproject's addopts: loadgroup,
+# --no-loadscope-reorder keeps this order): the tests that read the memorizing run (one worker
+# builds it once), the GPT-2 and the Llama forget (one unit each), the tests that read
+# test_pipeline's reference run. The other tests follow, a file to a unit, files with slow
+# tests first, so that no long unit is left for the end.
+FIRST = ("memorizing_run", "test_forget_makes_a_memorizing_gpt2_and_llama", "reference")
+
+
+def _unit(item) -> tuple[int, str | None]:
+    for rank, key in enumerate(FIRST):
+        if key in getattr(item, "fixturenames", ()):
+            return rank, key
+        if item.name.startswith(key):
+            return rank, item.name
+    return len(FIRST) + (item.get_closest_marker("slow") is None), None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    units = {item.nodeid: _unit(item) for item in items}
+    for item in items:
+        group = units[item.nodeid][1]
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: units[item.nodeid][0])
+
 
 MICRO = [
     "data.num_records=20",
@@ -153,7 +193,7 @@ MEMORIZING_UNLEARNING = [
     "unlearning.max_steps=40",
     "synthesis.source=self",
     "synthesis.swaps_per_template=4",
-    "evaluation.attacks=[greedy,quant:4,relearn:20,relearn-swap:20,lens,mia]",
+    "evaluation.attacks=[greedy,quant:4,relearn:10,relearn-swap:10,lens,mia]",
 ]
 
 

@@ -233,21 +233,21 @@ def test_every_row_has_its_attacks_and_relearning_does_not_bring_back_what_the_r
         assert set(row["attacks"]) == {
             "greedy",
             "quant:4",
-            "relearn:20",
-            "relearn-swap:20",
+            "relearn:10",
+            "relearn-swap:10",
             "lens:10",
             "mia",
         }, name
-        for attack in ("greedy", "quant:4", "relearn:20", "relearn-swap:20"):
+        for attack in ("greedy", "quant:4", "relearn:10", "relearn-swap:10"):
             assert 0 <= row["attacks"][attack]["E_Hit"] <= 100
-        assert "retain_EM" in row["attacks"]["relearn:20"]
-        assert "retain_EM" in row["attacks"]["relearn-swap:20"]
+        assert "retain_EM" in row["attacks"]["relearn:10"]
+        assert "retain_EM" in row["attacks"]["relearn-swap:10"]
         assert "PrivLeak" in row["attacks"]["mia"]
     # The original leaks under every attack; the retrain never saw the records: neither
     # public text nor other values of the records' shapes bring them up.
     assert all(rows["original"]["attacks"][a]["E_Hit"] >= 50 for a in ("greedy", "quant:4"))
-    assert rows["retrain"]["attacks"]["relearn:20"]["E_Hit"] <= 5
-    assert rows["retrain"]["attacks"]["relearn-swap:20"]["E_Hit"] <= 5
+    assert rows["retrain"]["attacks"]["relearn:10"]["E_Hit"] <= 5
+    assert rows["retrain"]["attacks"]["relearn-swap:10"]["E_Hit"] <= 5
     # The lens: the original ranks its values' tokens in the top 10 at every layer, the
     # retrain far less often (only what the shapes predict)
     lens = {name: row["attacks"]["lens:10"] for name, row in rows.items()}

@@ -480,7 +480,8 @@ def test_audit_shows_prompts_without_their_escape_sequences(trained_micro_run, t
     assert "\\x1b]0;pwned\\x07" in out and "[/] [bold]user" in out
 
 
-def test_pii_inspect_shows_labels_without_their_escape_sequences(tmp_path, capsys):
+def test_pii_inspect_shows_labels_without_their_escape_sequences(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # the file's name on one line, however deep tmp_path
     text = "Mail anna@example.org now."
     label = "\x1b]0;PWNED\x07\x1b[2J[/]X"
     span = {"value": "anna@example.org", "start": 5, "end": 21, "label": label}
