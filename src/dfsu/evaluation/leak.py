@@ -63,8 +63,10 @@ class PublicValues:
         if value in self.values:
             return True
         if value not in self._seen:
+            # a plain substring search first (fast): most values are nowhere in the text
             pattern = r"(?<!\w)" + re.escape(value) + r"(?!\w)"
-            self._seen[value] = bool(self.text) and re.search(pattern, self.text) is not None
+            found = value in self.text and re.search(pattern, self.text) is not None
+            self._seen[value] = bool(self.text) and found
         return self._seen[value]
 
 
