@@ -65,8 +65,7 @@ class PublicValues:
         if value not in self._seen:
             # a plain substring search first (fast): most values are nowhere in the text
             pattern = r"(?<!\w)" + re.escape(value) + r"(?!\w)"
-            found = value in self.text and re.search(pattern, self.text) is not None
-            self._seen[value] = bool(self.text) and found
+            self._seen[value] = value in self.text and re.search(pattern, self.text) is not None
         return self._seen[value]
 
 
