@@ -386,7 +386,7 @@ def leak_under_attacks(
     from dfsu.evaluation.probe import replay
 
     model, tokenizer = model
-    unlearned = replay(meter, model, tokenizer, device, probe)["given_back"] if probe else None
+    unlearned = replay(meter, model, tokenizer, device, probe) if probe else None
     result = {}
     for attack in map(parse_attack, names):
         attacked = weight_attacked(cfg, attack, model, tokenizer, public, device)
@@ -394,8 +394,8 @@ def leak_under_attacks(
         result[attack.label] = {"consistent": estimate["consistent"]}
         if probe:
             result[attack.label]["probe"] = {
-                "values": len({v for _, values in probe for v in values}),
-                "unlearned": unlearned,
+                "values": unlearned["values"],
+                "unlearned": unlearned["given_back"],
                 "attacked": replay(meter, attacked, tokenizer, device, probe)["given_back"],
             }
     return result

@@ -100,17 +100,17 @@ def probe_of(
     values of its draw on ``meter`` with the prefixes they came back after
     (``value_prompts``). Kept in ``cache`` (mode 0600, as every atomic write: the values are
     what the model leaked) under a key of the settings (leak, tagger, sampling, the draw's
-    seeds) and the model's files; ``draw``: that
-    model's draw when the caller has just made it (nothing is sampled again)."""
+    seeds) and the model's files; ``draw``: that model's draw when the caller has just made it
+    (nothing is sampled again)."""
     from dfsu.components.models import load_causal_lm
     from dfsu.rundir import keyed_cache
 
     def make() -> list[dict[str, Any]]:
-        nonlocal draw
-        if draw is None:
+        made = draw
+        if made is None:
             model, tokenizer = load_causal_lm(original)
-            draw = meter(model.to(device).eval(), tokenizer, device)
-        probe = value_prompts(draw, cfg.leak.min_count)
+            made = meter(model.to(device).eval(), tokenizer, device)
+        probe = value_prompts(made, cfg.leak.min_count)
         return [{"prefix": prefix, "values": sorted(values)} for prefix, values in probe]
 
     cfg = meter.cfg
