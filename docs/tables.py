@@ -39,6 +39,10 @@ COLUMNS = [
     ("leak", lambda r: (r.get("leak_estimate") or {}).get("consistent"), None, 1),
     ("recited", lambda r: ((r.get("recitation") or {}).get("report") or {}).get("exact"), None, 1),
     ("probe", lambda r: _probe(r).get("hit_pct"), None, 1),
+    # E-Hit on the entities whose value the owner's search found on the original, and on the
+    # rest (benchmarks/search_reach.py): where the leak the owner cannot see lives
+    ("E-Hit found", lambda r: (r.get("search_reach") or {}).get("found_E_Hit"), None, 1),
+    ("E-Hit unfound", lambda r: (r.get("search_reach") or {}).get("unfound_E_Hit"), None, 1),
 ]
 
 

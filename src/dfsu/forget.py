@@ -307,23 +307,24 @@ def recitation_view(before: Any, after: Any) -> dict[str, Any] | None:
     return {"before": before, "after": after, "words": words}
 
 
-FEW_VALUES = 10  # a reduction over fewer values than this is read as a rough figure
-
-
-def leak_verdict(before: dict[str, Any], after: dict[str, Any]) -> tuple[float | None, str]:
-    """(the reduction in %, or None where the estimate cannot give one; the figure in words,
-    with what was searched) (pure). No "% fewer" when no source found a leaked value before
-    unlearning: an estimate that saw nothing cannot say that anything went."""
+def leak_words(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The leak estimate before and after in words, with what was searched (pure). Counts, no
+    percentage: the search that reports is apart from the one unlearning selected on, but it
+    reaches the same kind of contexts, so what neither reaches is in neither count (on records
+    of shapes dfsu never saw the count fell 89.7 % where the true leak fell 70.7 %:
+    docs/results.md). No figure at all when no source found a leaked value before unlearning."""
     searched = "; ".join(_searched(name, got) for name, got in before["sources"].items())
     b, a = before["consistent"], after["consistent"]
     if b == 0:
-        return None, (
+        return (
             f"no source found a value the model gives back consistently ({searched}): the "
             "estimate cannot tell whether the model leaks or what unlearning removed; give "
             "contexts where it leaked (--prompts) or the shapes of its records (--shapes)"
         )
-    reduction = 100 * (1 - a / b)
-    words = f"leak {b} -> {a} ({reduction:.1f} % fewer) on a draw apart from the selection's"
+    words = (
+        f"leak: the model gave back {b} values consistently before unlearning and {a} after, "
+        "on a search apart from the one unlearning selected on"
+    )
     per_source = [
         f"{name} {got['confirmed']} -> {after['sources'][name]['confirmed']}"
         for name, got in before["sources"].items()
@@ -331,14 +332,13 @@ def leak_verdict(before: dict[str, Any], after: dict[str, Any]) -> tuple[float |
     ]
     if per_source:
         words += f" (by source: {', '.join(per_source)})"
-    if b < FEW_VALUES:
-        words += f", a rough figure over {b} values"
     words += (
-        "; it counts only the values this search reaches, so read the reduction as an upper "
-        "bound (on records of shapes dfsu never saw, the true drop was smaller: "
-        "docs/results.md)"
+        "; it counts only what this kind of search reaches, and a value the model gives back "
+        "only in contexts no search found is in neither count, so no percentage is given "
+        "(on a simulated model with record shapes dfsu never saw, this count fell further "
+        "than the true leak: docs/results.md)"
     )
-    return reduction, f"{words}; searched: {searched}"
+    return f"{words}; searched: {searched}"
 
 
 def probe_words(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
@@ -383,7 +383,7 @@ def forget_summary(
     run = json.loads((unlearned / "summary.json").read_text())
     kept = run["kept_check"]
     lb, la = _leak_view(before["leak_estimate"]), _leak_view(after["leak_estimate"])
-    reduction, words = leak_verdict(lb, la)
+    words = leak_words(lb, la)
     kept_ppl = kept.get("ppl_all_docs", kept["ppl"])
     return {
         "model": str(model),
@@ -391,7 +391,6 @@ def forget_summary(
         "leak": {
             "before": lb,
             "after": la,
-            "reduction_pct": None if reduction is None else round(reduction, 2),
             "words": words,
             "prompts": before["leak_estimate"]["prompts"],
             "search_seconds": {
@@ -452,13 +451,12 @@ def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
         f"<td>{v['samples']}</td></tr>"
         for v in leak["before"]["values"]
     )
-    reduction = leak["reduction_pct"]
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>dfsu forget</title>
 <style>{CSS}</style></head><body><h1>dfsu forget</h1>
 <p>model: <code>{html.escape(summary["model"])}</code>; method: {html.escape(summary["method"])};
 {summary["steps"]} steps ({html.escape(summary["stop_reason"] or "")}).</p>
 <h2>Leak estimate</h2><p>consistent values {leak["before"]["consistent"]} &rarr;
-{leak["after"]["consistent"]}{"" if reduction is None else f" ({reduction:.1f} % fewer)"} over
+{leak["after"]["consistent"]} over
 {leak["prompts"]} prompts; {html.escape(leak["draw"])}.</p><p>{html.escape(leak["words"])}</p>
 <p>{html.escape(leak.get("probe_words") or "")}</p>
 <table><tr><th>label</th><th>before</th><th>after</th></tr>{rows}</table>
