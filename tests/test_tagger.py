@@ -261,6 +261,24 @@ def test_label_table_shades_each_cell_by_the_share_hit():
     assert label_table([{"method": "x"}]) == ""
 
 
+def test_every_page_is_framed_by_the_one_renderer():
+    """One page frame (``components.html.page``): the run report, the sweep report, forget's
+    report and the audit page never write their own (breaks: a page built inline again)."""
+    from pathlib import Path
+
+    import dfsu
+    from dfsu.components.html import page, table
+
+    src = Path(dfsu.__file__).parent
+    framers = [p.name for p in src.rglob("*.py") if "<!doctype" in p.read_text().lower()]
+    assert framers == ["html.py"], framers
+    got = page("a <b>", "<p>x</p>", "td{}")
+    assert got.startswith("<!doctype html>") and "<title>a &lt;b&gt;</title>" in got
+    assert "td{}</style>" in got and got.endswith("<body><p>x</p></body></html>")
+    cells = "<tr><th>a&lt;</th></tr><tr><td><b>1</b></td></tr>"
+    assert table(["a<"], [["<b>1</b>"]]) == f"<table>{cells}</table>"
+
+
 def test_the_terminal_label_table_lists_leaked_labels_most_hit_first():
     from rich.console import Console
 

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dfsu.components.html import CSS, highlight
+from dfsu.components.html import highlight, page
 from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import Prompt, sample_continuations
 from dfsu.pii.detectors import detect
@@ -266,14 +266,14 @@ def write_audit_html(result: dict[str, Any], path: str | Path) -> Path:
     names = list(result["models"])
     labels = sorted({label for c in result["counts"].values() for label in c})
     head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
-    body = "".join(
+    counts = "".join(
         f"<tr><td>{html.escape(label)}</td>"
         + "".join(f"<td>{result['counts'][n].get(label, 0)}</td>" for n in names)
         + "</tr>"
         for label in labels
     )
-    body += "<tr><th>total</th>" + "".join(f"<th>{result['totals'][n]}</th>" for n in names)
-    body += "</tr>"
+    counts += "<tr><th>total</th>" + "".join(f"<th>{result['totals'][n]}</th>" for n in names)
+    counts += "</tr>"
     pairs = []
     for row in result["rows"]:
         cells = "".join(
@@ -284,16 +284,14 @@ def write_audit_html(result: dict[str, Any], path: str | Path) -> Path:
     models = "".join(
         f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in result["models"].items()
     )
-    page = (
-        "<!doctype html><html><head><meta charset=utf-8><title>dfsu audit</title>"
-        f"<style>{CSS}td.box{{text-align:left}}</style></head><body><h1>dfsu audit</h1>"
-        f"<ul>{models}</ul><p class=muted>greedy, {result['max_new_tokens']} new tokens · "
-        f"PII {'shown' if result['pii_shown'] else 'masked'}</p>"
-        f"<h2>PII-like spans per type</h2><table><tr><th>type</th>{head}</tr>{body}</table>"
+    shown = "shown" if result["pii_shown"] else "masked"
+    body = (
+        f"<h1>dfsu audit</h1><ul>{models}</ul><p class=muted>greedy, "
+        f"{result['max_new_tokens']} new tokens · PII {shown}</p>"
+        f"<h2>PII-like spans per type</h2><table><tr><th>type</th>{head}</tr>{counts}</table>"
         f"<h2>Continuations</h2><table><tr><th>prompt</th>{head}</tr>{''.join(pairs)}</table>"
         f"<h2>Tokenizer</h2><p>{html.escape(vocabulary_line(result.get('vocabulary')))}</p>"
-        "</body></html>"
     )
     path = Path(path)
-    atomic_write_text(path, page)
+    atomic_write_text(path, page("dfsu audit", body, "td.box{text-align:left}"))
     return path

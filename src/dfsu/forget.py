@@ -433,33 +433,30 @@ def forget_summary(
 
 
 def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
-    """OUT/report.html: one self-contained page (inline CSS, no scripts, no network)."""
+    """OUT/report.html: one self-contained page (``components.html.page``)."""
     import html
 
-    from dfsu.components.html import CSS
+    from dfsu.components.html import page, table
     from dfsu.rundir import atomic_write_text
 
     leak, ppl, bound = summary["leak"], summary["perplexity"], summary["bound"]
     labels = sorted(set(leak["before"]["by_label"]) | set(leak["after"]["by_label"]))
-    rows = "".join(
-        f"<tr><td>{html.escape(label)}</td><td>{leak['before']['by_label'].get(label, 0)}</td>"
-        f"<td>{leak['after']['by_label'].get(label, 0)}</td></tr>"
+    by_label = [
+        [html.escape(label)]
+        + [str(leak[when]["by_label"].get(label, 0)) for when in ("before", "after")]
         for label in labels
-    )
-    values = "".join(
-        f"<tr><td>{html.escape(v['value'])}</td><td>{html.escape(v['label'])}</td>"
-        f"<td>{v['samples']}</td></tr>"
+    ]
+    values = [
+        [html.escape(v["value"]), html.escape(v["label"]), str(v["samples"])]
         for v in leak["before"]["values"]
-    )
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>dfsu forget</title>
-<style>{CSS}</style></head><body><h1>dfsu forget</h1>
+    ]
+    body = f"""<h1>dfsu forget</h1>
 <p>model: <code>{html.escape(summary["model"])}</code>; method: {html.escape(summary["method"])};
 {summary["steps"]} steps ({html.escape(summary["stop_reason"] or "")}).</p>
 <h2>Leak estimate</h2><p>consistent values {leak["before"]["consistent"]} &rarr;
-{leak["after"]["consistent"]} over
-{leak["prompts"]} prompts; {html.escape(leak["draw"])}.</p><p>{html.escape(leak["words"])}</p>
-<p>{html.escape(leak.get("probe_words") or "")}</p>
-<table><tr><th>label</th><th>before</th><th>after</th></tr>{rows}</table>
+{leak["after"]["consistent"]} over {leak["prompts"]} prompts; {html.escape(leak["draw"])}.</p>
+<p>{html.escape(leak["words"])}</p><p>{html.escape(leak.get("probe_words") or "")}</p>
+{table(["label", "before", "after"], by_label)}
 {_attack_html(summary.get("attacks"))}
 {_recitation_html(summary.get("recitation"))}
 <h2>Utility</h2><p>perplexity on {ppl["documents"]} held-out public documents
@@ -467,9 +464,9 @@ def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
 {bound["check_documents"]} other documents: {bound["start"]:.3f} &rarr; {bound["kept"]:.3f}
 (limit {bound["limit"]:.3f}, {"within" if bound["within"] else "NOT within"}).</p>
 <h2>Values the model emitted before ({html.escape(summary["values_shown"])})</h2>
-<table><tr><th>value</th><th>label</th><th>samples</th></tr>{values}</table>
-</body></html>"""
-    atomic_write_text(path, page)
+{table(["value", "label", "samples"], values)}
+"""
+    atomic_write_text(path, page("dfsu forget", body))
 
 
 def _recitation_html(recitation: dict[str, Any] | None) -> str:

@@ -6,7 +6,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from dfsu.components.html import CSS, label_table, scatter
+from dfsu.components.html import label_table, page, scatter
 from dfsu.rundir import atomic_write_text
 
 COLUMNS = ("ERR", "E_Hit", "PPL", "NLI_acc", "retain_EM", "leak")
@@ -120,10 +120,6 @@ def write_sweep_report(out: Path, payload: dict[str, Any]) -> Path:
                 },
             ),
         ]
-    page = (
-        "<!doctype html><html><head><meta charset=utf-8><title>dfsu sweep</title>"
-        f"<style>{CSS}</style></head><body>{''.join(sections)}</body></html>"
-    )
     path = out / "sweep.html"
-    atomic_write_text(path, page)
+    atomic_write_text(path, page("dfsu sweep", "".join(sections)))
     return path

@@ -1,4 +1,5 @@
-"""HTML pieces shared by the run report, the sweep report and the audit page."""
+"""The one HTML renderer: the page frame (``page``), tables and plots shared by the run
+report, the sweep report, `dfsu forget`'s report and the audit page."""
 
 from __future__ import annotations
 
@@ -13,6 +14,22 @@ text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:
 .box{border:1px solid #ddd;border-radius:6px;padding:.6rem;margin:.5rem 0;font-family:monospace;
 font-size:.9em;white-space:pre-wrap}.muted{color:#777}h2{margin-top:2rem}
 """
+
+
+def page(title: str, body: str, css: str = "") -> str:
+    """A self-contained page (inline CSS, no scripts, no network) around ``body`` (HTML);
+    ``css``: rules the page adds to the shared ones."""
+    return (
+        f"<!doctype html><html><head><meta charset=utf-8><title>{html.escape(title)}</title>"
+        f"<style>{CSS}{css}</style></head><body>{body}</body></html>"
+    )
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """A table: ``header`` as text (escaped here), ``rows`` of cells already in HTML."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def label_table(rows: list[dict[str, Any]]) -> str:

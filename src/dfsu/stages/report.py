@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dfsu.components.html import CSS, highlight, label_table, scatter
+from dfsu.components.html import highlight, label_table, page, scatter
 from dfsu.pii.detectors import detect
 from dfsu.pii.redact import redact_text
 from dfsu.rows import TRAINED
@@ -333,10 +333,6 @@ def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> 
         *_pseudo_section(run, payload.get("pseudo", {}), _secrets(run, show_pii)),
         *_continuations_section(run, rows),
     ]
-    page = (
-        f"<!doctype html><html><head><meta charset=utf-8><title>dfsu report</title>"
-        f"<style>{CSS}</style></head><body>{''.join(sections)}</body></html>"
-    )
     out = RunPaths(run).report
-    atomic_write_text(out, page)
+    atomic_write_text(out, page("dfsu report", "".join(sections)))
     return out
