@@ -4,6 +4,7 @@ recipe (method, data, pseudo source) of each unlearned row."""
 from __future__ import annotations
 
 from dfsu.config import SOURCES, RunConfig
+from dfsu.stage_table import TRAINED as TRAINED  # rows whose model is no unlearning
 from dfsu.unlearning.methods import METHODS
 
 # The demo shows the paper's method between the original and the oracle, in five minutes on
@@ -22,8 +23,6 @@ SOURCE_ROWS = [f"dfsu-{s}" for s in SOURCES]  # pscu on the pseudo-PII of anothe
 # retrain: the target's recipe without the private records, the gold standard every row is
 # read against (``vs_retrain`` in results.json).
 KNOWN_ROWS = ["original", "retrain", *UNLEARNED, *SOURCE_ROWS]
-# Rows whose model is no unlearning: original -> RUN/target, retrain -> RUN/retrain.
-TRAINED = {"original": "target", "retrain": "retrain"}
 
 
 def default_rows(cfg: RunConfig) -> list[str]:
