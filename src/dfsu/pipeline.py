@@ -38,7 +38,7 @@ from dfsu.rows import (
 )
 from dfsu.rundir import RunPaths, atomic_write_json, create_run_dir, owner_only, save_config
 from dfsu.stage_runner import EarlyTagger, Profile, Stages, tagger_stage
-from dfsu.stage_table import CORPUS, EVALUATE, READS, RETRAIN, SEAL, TARGET, Recipe
+from dfsu.stage_table import CORPUS, EVALUATE, READS, RETRAIN, SEAL, TARGET
 
 # The public names, this module's and those re-exported for the commands and the tests, which
 # import them from here (Profile, Stages... live in stage_runner, READS in stage_table).
@@ -163,7 +163,7 @@ def unlearn_stages(
     for row in rows:
         if row in TRAINED:
             continue
-        recipe = Recipe(*row_recipe(cfg, row))
+        recipe = row_recipe(cfg, row)
         if row in SOURCE_ROWS and recipe.source == cfg.synthesis.source and "dfsu" in rows:
             model_dirs[row] = None  # same as the "dfsu" row
             continue
