@@ -15,6 +15,7 @@ STAGES = {f"dfsu.stages.{p.stem}" for p in (SRC / "stages").glob("*.py") if p.st
 ORCHESTRATORS = {
     "dfsu.pipeline",
     "dfsu.stage_runner",
+    "dfsu.owner_stages",
     "dfsu.rows",
     "dfsu.results",
     "dfsu.sweep",
@@ -22,6 +23,19 @@ ORCHESTRATORS = {
 }
 # The command line is a package, a module per command group: every module in it orchestrates.
 ORCHESTRATOR_PACKAGES = {"dfsu.cli"}
+# The owner's side: `dfsu forget` and what it runs (the runner, the stage table, the owner's
+# stages). What it imports, transitively, never builds a corpus, a target or an oracle's data,
+# nor knows the simulation's rows and results.
+OWNER_SIDE = ("dfsu.forget", "dfsu.owner_stages", "dfsu.stage_runner", "dfsu.stage_table")
+SIMULATION = (
+    "dfsu.pipeline",
+    "dfsu.rows",
+    "dfsu.results",
+    "dfsu.sweep",
+    "dfsu.simulation",
+    "dfsu.stages.corpus",
+    "dfsu.stages.target",
+)
 
 
 def _orchestrates(module: str) -> bool:
@@ -160,3 +174,77 @@ def test_only_the_corpus_stage_reads_the_unknown_shapes():
         and not name.startswith("dfsu.simulation")
     }
     assert readers == {"dfsu.stages.corpus"}
+
+
+def _reached(roots: tuple[str, ...]) -> dict[str, list[str]]:
+    """Every module the roots import, transitively (at module level or inside functions, and
+    the packages above each, which Python imports first), with the chain that reaches it."""
+    modules = _modules()
+    chains = {root: [root] for root in roots}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        for imported in sorted(_imports(modules[name])):
+            parts = imported.split(".")
+            for module in (".".join(parts[: i + 1]) for i in range(len(parts))):
+                if module in modules and module not in chains:
+                    chains[module] = [*chains[name], module]
+                    todo.append(module)
+    return chains
+
+
+def test_the_owners_side_imports_nothing_of_the_simulation():
+    """`dfsu forget` runs on the owner's side: the pieces of `dfsu run` it shares (the runner,
+    the stage table, the owner's stages) are below the simulation, not in it (break: forget
+    importing the pipeline's helpers, or the runner reading the simulation's rows)."""
+    reached = _reached(OWNER_SIDE)
+    offenders = [
+        " -> ".join(chain)
+        for module, chain in sorted(reached.items())
+        if any(module == s or module.startswith(f"{s}.") for s in SIMULATION)
+    ]
+    assert not offenders, offenders
+    # what forget runs is in the walk: the owner's boundary and the stage functions it calls
+    ran = {"dfsu.owner", "dfsu.stages.inverter", "dfsu.stages.synthesis", "dfsu.stages.unlearn"}
+    assert ran <= set(reached)
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+
+
+def _names_a_run_path(node: ast.AST) -> bool:
+    """Whether an expression reads a run directory's layout (``paths.X``, ``RunPaths(..).X``,
+    ``owner.paths.X``)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in ("paths", "RunPaths"):
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "paths":
+            return True
+    return False
+
+
+def test_the_stage_table_alone_names_a_stages_outputs():
+    """A stage's outputs are written down once, in ``dfsu.stage_table``: the runner takes no
+    outputs, no call passes a list of run paths to a stage, and no function elsewhere lists a
+    stage's outputs (breaks: ``stage(name, upstream, [paths.train], fn)``, ``seal_outputs``)."""
+    import inspect
+
+    from dfsu.stage_runner import Stages, run_stage
+
+    for fn in (Stages.__call__, Stages.due, run_stage):
+        assert "outputs" not in inspect.signature(fn).parameters, fn
+    offenders = []
+    for name, path in _modules().items():
+        if name == "dfsu.stage_table":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.endswith("_outputs"):
+                offenders.append(f"{name}.{node.name}")
+            if not isinstance(node, ast.Call):
+                continue
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(arg, ast.List | ast.Tuple) and _names_a_run_path(arg):
+                    offenders.append(f"{name}:{node.lineno} {_call_name(node)}(...)")
+    assert not offenders, offenders

@@ -62,18 +62,20 @@ def test_the_boundary_refuses_each_protected_place_and_allows_the_sealed_side(tm
 @pytest.mark.parametrize("secret", range(3))
 def test_a_data_free_stage_that_reads_protected_files_fails_and_the_oracle_may(tmp_path, secret):
     from dfsu.stage_runner import Stages
+    from dfsu.stage_table import UNLEARN, Recipe
 
     run, secrets = _run_with_secrets(tmp_path)
     cfg = load_config("tiny", MICRO)
     stage = Stages(cfg, run, set())
+    pseudo, oracle = Recipe("pscu", "pseudo", "self"), Recipe("pscu", "oracle", "self")
     with pytest.raises(DfsuError, match=r"unlearn:dfsu: refused to read .*"):
-        stage("unlearn:dfsu", [], [], lambda c: secrets[secret].read_text())
+        stage(UNLEARN, "dfsu", lambda c: secrets[secret].read_text(), pseudo)
     # Nothing recorded for the stage that failed.
     assert "unlearn:dfsu" not in (
         RunPaths(run).manifest.read_text() if RunPaths(run).manifest.is_file() else ""
     )
     # The oracle's stage reads the records (it is not data-free): the positive control.
-    stage("unlearn:oracle", [], [], lambda c: RunPaths(run).pii_records.read_text())
+    stage(UNLEARN, "oracle", lambda c: RunPaths(run).pii_records.read_text(), oracle)
 
 
 def test_the_tagger_child_is_held_to_the_boundary_in_its_own_process(tmp_path, monkeypatch):
@@ -82,6 +84,7 @@ def test_the_tagger_child_is_held_to_the_boundary_in_its_own_process(tmp_path, m
     trains in place, behind the stage's boundary, and fails the same way)."""
     import dfsu.pii.tagger
     from dfsu.stage_runner import EarlyTagger, Stages
+    from dfsu.stage_table import TAGGER
 
     run, secrets = _run_with_secrets(tmp_path)
     cfg = load_config("tiny", MICRO)
@@ -96,4 +99,4 @@ def test_the_tagger_child_is_held_to_the_boundary_in_its_own_process(tmp_path, m
     log = RunPaths(run).tagger_log.read_text()
     assert "tagger: refused to read" in log and str(secrets[0].resolve()) in log
     with pytest.raises(DfsuError, match="tagger: refused to read"):
-        Stages(cfg, run, set())("tagger", [], [], early.finish)
+        Stages(cfg, run, set())(TAGGER, "", early.finish)

@@ -37,9 +37,10 @@ def test_truncated_weights_are_a_one_line_error(trained_micro_run, tmp_path, cap
 def test_the_manifest_reader_accepts_what_the_pipeline_writes(tmp_path, micro_cfg):
     from dfsu.pipeline import Stages
     from dfsu.rundir import read_manifest
+    from dfsu.stage_table import CORPUS
 
     assert read_manifest(tmp_path / "manifest.json") == {}
-    Stages(micro_cfg, tmp_path, set())("corpus", [], [], lambda c: None)
+    Stages(micro_cfg, tmp_path, set())(CORPUS, "", lambda c: None)
     assert read_manifest(tmp_path / "manifest.json")["stages"]["corpus"]["status"] == "done"
 
 

@@ -56,10 +56,10 @@ def reference(tmp_path_factory):
     sys.addaudithook(_recorder)  # hooks stay for the process: _WATCH switches this one off
     original = Stages.__call__
 
-    def watched(self, name, *args, **kwargs):
-        _WATCH["stage"] = name
+    def watched(self, stage, arg, *args, **kwargs):
+        _WATCH["stage"] = stage.name(arg)
         try:
-            return original(self, name, *args, **kwargs)
+            return original(self, stage, arg, *args, **kwargs)
         finally:
             _WATCH["stage"] = None
 
@@ -242,15 +242,17 @@ def test_every_stage_kind_ran_through_a_view_of_its_declared_sections(reference)
 def test_a_stage_reading_an_undeclared_section_fails_and_records_nothing(tmp_path, micro_cfg):
     from dfsu.errors import DfsuError
     from dfsu.pipeline import Stages
+    from dfsu.stage_table import UNLEARN, Recipe
 
+    recipe = Recipe("pscu", "pseudo", "self")
     stage = Stages(micro_cfg, tmp_path, set())
     with pytest.raises(DfsuError, match="stage unlearn:x: reads config section 'corpus'"):
-        stage("unlearn:x", [], [], lambda c: c.corpus)
+        stage(UNLEARN, "x", lambda c: c.corpus, recipe)
     assert not (tmp_path / "manifest.json").exists()
     # The unlearning key follows the evaluation settings it reads (its proxy and tracker).
     other = load_config("tiny", [*MICRO, "evaluation.num_samples=7"])
-    first = stage("unlearn:y", [], [], lambda c: c.evaluation)
-    assert Stages(other, tmp_path / "b", set())("unlearn:y", [], [], lambda c: None) != first
+    first = stage(UNLEARN, "y", lambda c: c.evaluation, recipe)
+    assert Stages(other, tmp_path / "b", set())(UNLEARN, "y", lambda c: None, recipe) != first
 
 
 @pytest.mark.slow

@@ -115,11 +115,13 @@ def test_an_unknown_forced_stage_is_an_error(tmp_path, capsys, stage):
 
 
 def test_known_forced_stages_pass():
-    from dfsu.pipeline import check_force, stage_names
+    from dfsu.owner_stages import check_force
+    from dfsu.pipeline import stage_names
 
     known = ["target", "unlearn:ga", "evaluate:dfsu-loop", "annotate:self", "unlearn"]
     known += ["evaluate:original", "evaluate:retrain", "retrain"]
-    check_force(known)  # raises on an unknown name (test_an_unknown_forced_stage_is_an_error)
+    # raises on an unknown name (test_an_unknown_forced_stage_is_an_error)
+    check_force(known, stage_names())
     assert set(known) <= set(stage_names())
     assert "unlearn:retrain" not in stage_names() and "evaluate:nothing" not in stage_names()
 

@@ -1,13 +1,13 @@
 """`dfsu forget`: the model owner's command. A local causal LM in, the same model with the PII
 it leaks unlearned out; nothing else is read but public text.
 
-The stages are the simulation's data-free stages, run through the same pipeline code
-(``stage_runner.Stages``: resumable, keyed) around the owner's model directory instead of a
-sealed copy: the owner's public text and swap pool (OUT/sealed), the tagger, then the
-method (default: the closed loop on what the leak estimate extracts; or the paper's
-inversion, or another pseudo source), and the leak estimate and perplexity of the model
-before and after, on the estimate's report draw and on held-out public documents that
-neither trained nor selected anything.
+The stages are those the simulation's data-free rows run (``owner_stages``, through
+``stage_runner.Stages``: resumable, keyed by the stage table), around the owner's model
+directory instead of a sealed copy: the owner's public text and swap pool (OUT/sealed), the
+tagger, then the method (default: the closed loop on what the leak estimate extracts; or the
+paper's inversion, or another pseudo source), and the leak estimate and perplexity of the
+model before and after, on the estimate's report draw and on held-out public documents that
+neither trained nor selected anything. Nothing here imports the simulation.
 
 OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT), OUT/summary.json, OUT/report.html;
 the work in OUT/sealed, OUT/tagger, OUT/pseudo, OUT/unlearned, OUT/eval; all owner-only.
@@ -15,19 +15,20 @@ the work in OUT/sealed, OUT/tagger, OUT/pseudo, OUT/unlearned, OUT/eval; all own
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
 import os
 import shutil
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dfsu.config import RunConfig, config_to_dict
+from dfsu.config import SOURCES, RunConfig, config_to_dict
 from dfsu.errors import DfsuError
 from dfsu.owner import MODEL_FILES, Owner, seal_public
+from dfsu.owner_stages import stage_names
 from dfsu.rundir import (
     RunPaths,
     atomic_write_json,
@@ -36,14 +37,23 @@ from dfsu.rundir import (
     save_config,
     staged_dir,
 )
+from dfsu.stage_table import Recipe
 
-# --method -> (the simulation's row it is, pseudo source or None for the loop)
+
+@dataclass(frozen=True)
+class ForgetMethod:
+    """A ``--method``: its recipe, and the name its unlearning's directory
+    (OUT/unlearned/<name>) and stages carry, those older OUT directories hold."""
+
+    name: str
+    method: str  # the unlearning method
+    data: str  # "loop": rounds on what the leak estimate extracts; "pseudo": pseudo-PII
+    source: str | None = None  # the pseudo source; None: synthesis.source as configured
+
+
 FORGET_METHODS = {
-    "loop": ("dfsu-loop", None),
-    "inversion": ("dfsu", "inversion"),
-    "self": ("dfsu", "self"),
-    "free": ("dfsu", "free"),
-    "candidates": ("dfsu", "candidates"),
+    "loop": ForgetMethod("dfsu-loop", "pscu", "loop"),
+    **{s: ForgetMethod("dfsu", "pscu", "pseudo", s) for s in SOURCES},
 }
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt")
 
@@ -109,62 +119,52 @@ def forget(
 ) -> dict[str, Any]:
     """The owner's run: seal the public side, tagger, the method's stages, the measurements
     before and after, then OUT/merged, OUT/adapter, OUT/summary.json and OUT/report.html."""
-    from dfsu.pipeline import (
-        Stages,
-        check_force,
-        pseudo_stages,
-        stage_upstream,
-        tagger_stage,
-        unlearn_stages,
-    )
+    from dfsu.evaluation.attacks import owner_attacks
+    from dfsu.owner_stages import check_force, pseudo_stages, unlearn_stage
+    from dfsu.stage_runner import Stages, tagger_stage
+    from dfsu.stage_table import EVALUATE, EVALUATE_ATTACKS, SEAL_PUBLIC
 
     if method not in FORGET_METHODS:
         raise DfsuError(f"--method: {method!r} is not one of {', '.join(FORGET_METHODS)}")
     if cfg.unlearning.track_privacy:
         raise DfsuError("unlearning.track_privacy: needs the true records, which an owner lacks")
     model = check_model_dir(model)
-    check_force(force or [])
-    row, source = FORGET_METHODS[method]
-    if source is not None:
-        cfg = dataclasses.replace(cfg, synthesis=dataclasses.replace(cfg.synthesis, source=source))
+    check_force(force or [], forget_stage_names())
+    chosen = FORGET_METHODS[method]
+    if chosen.source is not None:
+        synthesis = replace(cfg.synthesis, source=chosen.source)
+        cfg = replace(cfg, synthesis=synthesis)
+    recipe, name = Recipe(chosen.method, chosen.data, cfg.synthesis.source), chosen.name
     started = time.time()
     out = forget_dir(out)
     paths = RunPaths(out)
     save_config(out, cfg)
     owner = Owner(out, model)
-    stage = Stages(cfg, out, set(force or []))
-    keys: dict[str, Any] = {"target": model_fingerprint(model)}  # the model, as given
-    keys["seal"] = stage(
-        "seal",
-        stage_upstream(cfg, "seal", keys),
-        [paths.swap_pool, paths.sealed_report],
-        lambda c: seal_public(c, out),
-    )
-    keys["tagger"] = tagger_stage(cfg, out, stage, True)
-    pseudo_stages(cfg, owner, stage, [row], keys)
-    unlearn_stages(cfg, owner, stage, [row], keys)
-    unlearned = paths.unlearned(row)
+    # "target": the model, as given
+    stage = Stages(cfg, out, set(force or []), keys={"target": model_fingerprint(model)})
+    stage(SEAL_PUBLIC, "", lambda c: seal_public(c, out))
+    stage.keys["tagger"] = tagger_stage(cfg, out, stage, True)
+    if recipe.data == "pseudo":
+        pseudo_stages(owner, stage, {recipe.source})
+    merged = unlearn_stage(owner, stage, name, recipe)
+    unlearned = paths.unlearned(name)
     measured: dict[str, Any] = {}
     probes: dict[str, Any] = {}  # the model as given's probe, drawn once per process
-    for name, directory in (("original", model), (row, paths.merged(row))):
-        path = paths.eval(name)
+    for label, directory in (("original", model), (name, merged)):
+        path = paths.eval(label)
         stage(
-            f"evaluate:{name}",
-            stage_upstream(cfg, f"evaluate:{name}", keys),
-            [path],
+            EVALUATE,
+            label,
             lambda c, d=directory, p=path: measure(c, owner, d, p, show_pii, probes),
         )
-        measured[name] = json.loads(path.read_text())
-    from dfsu.evaluation.attacks import owner_attacks
-
+        measured[label] = json.loads(path.read_text())
     attacked = owner_attacks(cfg.evaluation.attacks)
     if attacked:  # the unlearned model under the attacks an owner can run
-        path = paths.root / "eval" / f"{row}.attacks.json"
+        path = paths.eval_attacks(name)
         stage(
-            f"evaluate:{row}:attacks",
-            [*stage_upstream(cfg, f"evaluate:{row}", keys), attacked],
-            [path],
-            lambda c: measure_attacks(c, owner, paths.merged(row), path, attacked, probes),
+            EVALUATE_ATTACKS,
+            name,
+            lambda c: measure_attacks(c, owner, merged, path, attacked, probes),
         )
         measured["attacks"] = json.loads(path.read_text())
     publish(unlearned, out)
@@ -174,6 +174,12 @@ def forget(
     write_forget_report(paths.report, summary)
     owner_only(out)
     return summary
+
+
+def forget_stage_names() -> list[str]:
+    """Every name `dfsu forget --force` accepts: a stage kind, or one of its stages."""
+    names = list(dict.fromkeys(m.name for m in FORGET_METHODS.values()))
+    return stage_names(names, ["original", *names, *(f"{n}:attacks" for n in names)])
 
 
 def measure(

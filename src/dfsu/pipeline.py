@@ -13,9 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dfsu.config import SOURCES, RunConfig
+from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.owner import Owner
+from dfsu.owner_stages import check_force, pseudo_stages, unlearn_stage
+from dfsu.owner_stages import stage_names as owner_stage_names
 from dfsu.results import (
     add_vs_retrain,
     best_data_free,
@@ -35,34 +37,21 @@ from dfsu.rows import (
     row_recipe,
 )
 from dfsu.rundir import RunPaths, atomic_write_json, create_run_dir, owner_only, save_config
-from dfsu.stage_runner import (
-    READS,
-    EarlyTagger,
-    Profile,
-    Stages,
-    run_stage,
-    seal_outputs,
-    stage_upstream,
-    tagger_stage,
-)
+from dfsu.stage_runner import EarlyTagger, Profile, Stages, tagger_stage
+from dfsu.stage_table import CORPUS, EVALUATE, READS, RETRAIN, SEAL, TARGET
 
-# The public names, this module's and those re-exported for the commands, `dfsu forget` and the
-# tests, which import them from here (Profile, Stages, run_stage... live in stage_runner).
+# The public names, this module's and those re-exported for the commands and the tests, which
+# import them from here (Profile, Stages... live in stage_runner, READS in stage_table).
 __all__ = [
     "DEMO_ROWS",
     "KNOWN_ROWS",
     "READS",
     "Profile",
     "Stages",
-    "check_force",
     "default_rows",
     "earlier_rows",
-    "pseudo_stages",
     "run_pipeline",
-    "run_stage",
     "stage_names",
-    "stage_upstream",
-    "tagger_stage",
     "unlearn_stages",
 ]
 
@@ -87,7 +76,7 @@ def run_pipeline(
     unknown = [r for r in rows if r not in KNOWN_ROWS]
     if unknown:
         raise DfsuError(f"rows: unknown {unknown} (known: {', '.join(KNOWN_ROWS)})")
-    check_force(force or [])
+    check_force(force or [], stage_names())
     dropped = earlier_rows(Path(run), rows)
     if dropped and not drop_rows:
         raise DfsuError(
@@ -99,40 +88,29 @@ def run_pipeline(
     save_config(run, cfg)
     stage = Stages(cfg, run, set(force or []))
 
-    # Stage 0: data and the target that memorizes it. ``keys``: stage name -> key.
-    keys: dict[str, Any] = {}
-    keys["corpus"] = stage("corpus", [], [paths.train], lambda c: build_corpus(c, run))
+    # Stage 0: data and the target that memorizes it. ``stage.keys``: stage name -> key.
+    stage(CORPUS, "", lambda c: build_corpus(c, run))
     # The tagger reads no model: its one-core training runs beside the target's.
     early = EarlyTagger.start(cfg, run, stage, _needs_pseudo(rows))
-    keys["target"] = stage(
-        "target",
-        stage_upstream(cfg, "target", keys),
-        [paths.target_weights],
-        lambda c: train_target(c, run),
-    )
+    stage(TARGET, "", lambda c: train_target(c, run))
     if "retrain" in rows:  # the reference: the same recipe without the private records
-        keys["retrain"] = stage(
-            "retrain",
-            stage_upstream(cfg, "retrain", keys),
-            [paths.retrain_weights],
-            lambda c: retrain_target(c, run),
-        )
+        stage(RETRAIN, "", lambda c: retrain_target(c, run))
     # The owner's side: a sealed copy of the target, public text and a swap pool without the
     # records. Every data-free stage reads these, never RUN/data.
-    keys["seal"] = stage(
-        "seal", stage_upstream(cfg, "seal", keys), seal_outputs(run), lambda c: seal_target(c, run)
-    )
+    stage(SEAL, "", lambda c: seal_target(c, run))
     # Stages 1-3: pseudo-PII per source, one adapter per row; then every model's evaluation.
     owner = run_owner(run)
-    keys["tagger"] = tagger_stage(cfg, run, stage, _needs_pseudo(rows), early)
-    sources = pseudo_stages(cfg, owner, stage, rows, keys)
-    model_dirs = unlearn_stages(cfg, owner, stage, rows, keys)
-    results = _evaluate_rows(cfg, run, stage, rows, keys, model_dirs, show_pii)
+    stage.keys["tagger"] = tagger_stage(cfg, run, stage, _needs_pseudo(rows), early)
+    sources = _sources(cfg, rows)
+    if _needs_pseudo(rows):
+        pseudo_stages(owner, stage, sources)
+    model_dirs = unlearn_stages(cfg, owner, stage, rows)
+    results = _evaluate_rows(cfg, run, stage, rows, model_dirs, show_pii)
 
     add_vs_retrain(results, suffix_losses(run, rows, model_dirs))
     payload = {
         "rows": results,
-        "inverter": inverter_summary(run) if "inverter" in keys else None,
+        "inverter": inverter_summary(run) if "inverter" in stage.keys else None,
         "pseudo": pseudo_stats(run, sources),
         "best_data_free": best_data_free(results),
         "tokenizer": tokenizer_exposure(run),
@@ -147,24 +125,8 @@ def run_pipeline(
 
 def stage_names() -> list[str]:
     """Every name ``--force`` accepts: a stage kind, or a kind with its source or row."""
-    return [
-        *READS,
-        *(f"{kind}:{s}" for kind in ("synthesize", "annotate") for s in SOURCES),
-        *(f"unlearn:{r}" for r in KNOWN_ROWS if r not in TRAINED),  # not original, retrain
-        *(f"evaluate:{r}" for r in KNOWN_ROWS),
-    ]
-
-
-def check_force(force: list[str]) -> None:
-    """An unknown ``--force`` stage is an error, not a run that silently forces nothing."""
-    known = stage_names()
-    unknown = [f for f in force if f not in known]
-    if unknown:
-        shown = ", ".join(repr(f[:60]) for f in unknown[:5])
-        raise DfsuError(
-            f"--force: unknown stage {shown} (a stage: {', '.join(READS)}; or STAGE:SOURCE "
-            "for synthesize/annotate, STAGE:ROW for unlearn (an unlearned row) and evaluate)"
-        )
+    unlearned = [r for r in KNOWN_ROWS if r not in TRAINED]  # not original, retrain
+    return owner_stage_names(unlearned, KNOWN_ROWS)
 
 
 def earlier_rows(run: Path, rows: list[str]) -> list[str]:
@@ -183,76 +145,33 @@ def _needs_pseudo(rows: list[str]) -> bool:
     return any(r in SOURCE_ROWS or UNLEARNED.get(r, ("", ""))[1] == "pseudo" for r in rows)
 
 
-def pseudo_stages(
-    cfg: RunConfig, owner: Owner, stage: Stages, rows: list[str], keys: dict[str, Any]
-) -> set[str]:
-    """The inverter (when a row needs inversion) and pseudo-PII per source, each in
-    ROOT/pseudo/<source>/, from the owner's side only; their keys join ``keys``. Returns the
-    sources. (`dfsu run` and `dfsu forget` share it.)"""
-    from dfsu.stages.inverter import train_inverter
-    from dfsu.stages.synthesis import annotate, synthesize
-
-    paths = owner.paths
-
-    sources = {cfg.synthesis.source} | {r.split("-", 1)[1] for r in rows if r in SOURCE_ROWS}
-    if not _needs_pseudo(rows):
-        return sources
-    if "inversion" in sources:
-        keys["inverter"] = stage(
-            "inverter",
-            stage_upstream(cfg, "inverter", keys),
-            [paths.inverter_weights],
-            lambda c: train_inverter(c, owner),
-        )
-    for source in sorted(sources):
-        out = paths.pseudo(source)
-        name = f"synthesize:{source}"
-        keys[name] = stage(
-            name,
-            stage_upstream(cfg, name, keys),
-            [paths.pseudo_texts(source)],
-            lambda c, s=source, o=out: synthesize(c, owner, s, o),
-        )
-        name = f"annotate:{source}"
-        keys[name] = stage(
-            name,
-            stage_upstream(cfg, name, keys),
-            [paths.pseudo_annotated(source)],
-            lambda c, o=out: annotate(c, owner, None, o),
-        )
-    return sources
+def _sources(cfg: RunConfig, rows: list[str]) -> set[str]:
+    """The pseudo sources the rows read: the configured one and those of dfsu-<source> rows."""
+    return {cfg.synthesis.source} | {r.split("-", 1)[1] for r in rows if r in SOURCE_ROWS}
 
 
 def unlearn_stages(
-    cfg: RunConfig, owner: Owner, stage: Stages, rows: list[str], keys: dict[str, Any]
+    cfg: RunConfig, owner: Owner, stage: Stages, rows: list[str]
 ) -> dict[str, Path | None]:
-    """One adapter per unlearned row of the owner's model (keys join ``keys``);
-    ``dfsu-<configured source>`` shares the dfsu row's. Returns each row's model directory
-    (None: the dfsu row's). (`dfsu run` and `dfsu forget` share it.)"""
+    """One adapter per unlearned row of the owner's model (the owner's ``unlearn_stage`` of
+    the row's recipe); ``dfsu-<configured source>`` shares the dfsu row's. Returns each row's
+    model directory (None: the dfsu row's)."""
     from dfsu.pii.run_records import read_records
-    from dfsu.stages.unlearn import unlearn
 
-    run, paths = owner.root, owner.paths
-
+    run = owner.root
     model_dirs: dict[str, Path | None] = {row: run / d for row, d in TRAINED.items()}
     for row in rows:
         if row in TRAINED:
             continue
-        method, data, source = row_recipe(cfg, row)
-        if row in SOURCE_ROWS and source == cfg.synthesis.source and "dfsu" in rows:
+        recipe = row_recipe(cfg, row)
+        if row in SOURCE_ROWS and recipe.source == cfg.synthesis.source and "dfsu" in rows:
             model_dirs[row] = None  # same as the "dfsu" row
             continue
-        name, pseudo = f"unlearn:{row}", paths.pseudo(source)
         # The true records: the oracle's data, or the evaluator's privacy trajectory; read
         # here, outside the boundary, and handed in.
-        truth = read_records(run) if data == "oracle" or cfg.unlearning.track_privacy else None
-        keys[name] = stage(
-            name,
-            stage_upstream(cfg, name, keys),
-            [paths.merged(row) / "model.safetensors"],
-            lambda c, r=row, m=method, d=data, p=pseudo, t=truth: unlearn(c, owner, m, d, r, p, t),
-        )
-        model_dirs[row] = paths.merged(row)
+        track = cfg.unlearning.track_privacy
+        truth = read_records(run) if recipe.data == "oracle" or track else None
+        model_dirs[row] = unlearn_stage(owner, stage, row, recipe, truth)
     return model_dirs
 
 
@@ -261,7 +180,6 @@ def _evaluate_rows(
     run: Path,
     stage: Stages,
     rows: list[str],
-    keys: dict[str, Any],
     model_dirs: dict[str, Path | None],
     show_pii: bool,
 ) -> list[dict[str, Any]]:
@@ -274,9 +192,8 @@ def _evaluate_rows(
             continue
         out = RunPaths(run).eval(row)
         stage(
-            f"evaluate:{row}",
-            stage_upstream(cfg, f"evaluate:{row}", keys),
-            [out],
+            EVALUATE,
+            row,
             lambda c, r=row, o=out: evaluate_model(c, run, model_dirs[r], o, show_pii=show_pii),
         )
         results.append(result_row(run, row, json.loads(out.read_text())))

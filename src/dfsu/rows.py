@@ -4,6 +4,8 @@ recipe (method, data, pseudo source) of each unlearned row."""
 from __future__ import annotations
 
 from dfsu.config import SOURCES, RunConfig
+from dfsu.stage_table import TRAINED as TRAINED  # rows whose model is no unlearning
+from dfsu.stage_table import Recipe
 from dfsu.unlearning.methods import METHODS
 
 # The demo shows the paper's method between the original and the oracle, in five minutes on
@@ -22,8 +24,6 @@ SOURCE_ROWS = [f"dfsu-{s}" for s in SOURCES]  # pscu on the pseudo-PII of anothe
 # retrain: the target's recipe without the private records, the gold standard every row is
 # read against (``vs_retrain`` in results.json).
 KNOWN_ROWS = ["original", "retrain", *UNLEARNED, *SOURCE_ROWS]
-# Rows whose model is no unlearning: original -> RUN/target, retrain -> RUN/retrain.
-TRAINED = {"original": "target", "retrain": "retrain"}
 
 
 def default_rows(cfg: RunConfig) -> list[str]:
@@ -31,9 +31,9 @@ def default_rows(cfg: RunConfig) -> list[str]:
     return [r for r in KNOWN_ROWS if r != f"dfsu-{cfg.synthesis.source}"]
 
 
-def row_recipe(cfg: RunConfig, row: str) -> tuple[str, str, str]:
-    """(method, data, pseudo source) of an unlearned row."""
+def row_recipe(cfg: RunConfig, row: str) -> Recipe:
+    """The recipe (method, data, pseudo source) of an unlearned row."""
     if row in SOURCE_ROWS:
-        return "pscu", "pseudo", row.split("-", 1)[1]
+        return Recipe("pscu", "pseudo", row.split("-", 1)[1])
     method, data = UNLEARNED[row]
-    return method, data, cfg.synthesis.source
+    return Recipe(method, data, cfg.synthesis.source)

@@ -304,6 +304,10 @@ class RunPaths:
         """RUN/eval/ROW.json: one model's evaluation."""
         return self.root / "eval" / f"{row}.json"
 
+    def eval_attacks(self, row: str) -> Path:
+        """OUT/eval/ROW.attacks.json: `dfsu forget`'s leak estimate of ROW under attack."""
+        return self.root / "eval" / f"{row}.attacks.json"
+
 
 def pseudo_dir(run: Path, source: str) -> Path:
     """RUN/pseudo/<source>/: one layout for every source, used by `dfsu run` and by every

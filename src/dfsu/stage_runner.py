@@ -1,13 +1,16 @@
 """Running a stage through RUN/manifest.json, resumable and keyed; `dfsu run`, `dfsu forget`
 and the stage commands run by hand all go through here.
 
-Each stage declares the config sections it reads (``READS``); its key is the hash of those
-sections and of the keys of the stages it builds on (``stage_upstream``), and the stage
-function is handed a view of the config that refuses any other section, so a key cannot miss
-what its stage reads. RUN/manifest.json keeps, under "stages", each stage's key, status and
-wall time; ``Stages`` skips a stage whose key is unchanged and whose outputs exist, and redoes
-it when its inputs changed or it is forced. RUN/profile.json keeps each stage's wall time,
-tokens and MFU (``Profile``).
+A stage is a row of ``stage_table``: the config sections it reads, the stages it builds on,
+its outputs. Its key is the hash of those sections and of its upstream list (the keys of the
+stages it builds on, its arguments), and the stage function is handed a view of the config
+that refuses any other section, so a key cannot miss what its stage reads. RUN/manifest.json
+keeps, under "stages", each stage's key, status and wall time; ``Stages`` skips a stage whose
+key is unchanged and whose outputs exist, and redoes it when its inputs changed or it is
+forced. RUN/profile.json keeps each stage's wall time, tokens and MFU (``Profile``).
+
+This module is on the owner's side (`dfsu forget` runs through it): it imports nothing of the
+simulation.
 """
 
 from __future__ import annotations
@@ -24,44 +27,9 @@ from dfsu.components import profiling
 from dfsu.config import RunConfig, config_to_dict, neutral_free
 from dfsu.errors import DfsuError
 from dfsu.owner import boundary, refused
-from dfsu.rows import KNOWN_ROWS, TRAINED, row_recipe
 from dfsu.rundir import RunPaths, atomic_write_json, read_manifest
+from dfsu.stage_table import SEAL, TAGGER, Recipe, StageDef, sealed, upstream_of
 from dfsu.ui import info
-
-# Bumped when an evaluation file gains fields, so that older evaluations are redone.
-EVAL_FORMAT = 7
-
-# The config sections (and "seed") each stage function reads.
-READS: dict[str, tuple[str, ...]] = {
-    "corpus": ("seed", "data", "corpus"),
-    "target": ("seed", "target"),
-    "retrain": ("seed", "target"),
-    "seal": ("seed", "data", "corpus", "public"),
-    "inverter": ("seed", "target", "inverter"),
-    "tagger": ("tagger",),
-    "synthesize": ("seed", "target", "inverter", "synthesis", "evaluation"),
-    "annotate": ("seed", "data", "synthesis", "tagger"),
-    "unlearn": ("seed", "target", "unlearning", "evaluation", "leak", "tagger", "recitation"),
-    "evaluate": ("seed", "data", "target", "evaluation", "leak", "tagger", "recitation"),
-}
-
-
-def seal_outputs(run: Path) -> list[Path]:
-    """What the seal stage writes (its outputs, checked before it is skipped)."""
-    paths = RunPaths(run)
-    return [paths.sealed_model / "config.json", paths.swap_pool]
-
-
-# Stage kinds that are data-free whatever their arguments; unlearn is, but for the oracle.
-DATA_FREE = ("seal", "tagger", "inverter", "synthesize", "annotate")
-
-
-def data_free(cfg: RunConfig, name: str) -> bool:
-    """Whether stage ``name`` is on the owner's side of the boundary (never reads RUN/data)."""
-    kind, _, arg = name.partition(":")
-    if kind == "unlearn":
-        return arg not in KNOWN_ROWS or row_recipe(cfg, arg)[1] != "oracle"
-    return kind in DATA_FREE
 
 
 def _key(*parts: Any) -> str:
@@ -75,8 +43,8 @@ def _section(cfg: RunConfig, name: str) -> Any:
 
 
 class ConfigView:
-    """The run config as one stage sees it: reading a section the stage does not declare in
-    ``READS`` is an error (its key would not change with that section)."""
+    """The run config as one stage sees it: reading a section the stage does not declare
+    (``StageDef.reads``) is an error (its key would not change with that section)."""
 
     def __init__(self, cfg: RunConfig, stage: str, reads: tuple[str, ...]):
         self._cfg, self._stage, self._reads = cfg, stage, reads
@@ -85,7 +53,7 @@ class ConfigView:
         if name not in self._reads:
             raise DfsuError(
                 f"stage {self._stage}: reads config section {name!r}, which its declaration "
-                f"{self._reads} lacks (stage_runner.READS)"
+                f"{self._reads} lacks (stage_table)"
             )
         return getattr(self._cfg, name)
 
@@ -166,12 +134,22 @@ class Profile:
 
 
 class Stages:
-    """Runs stage functions through the manifest: skip when current, record when done."""
+    """Runs stage functions through the manifest: skip when current, record when done.
+    ``keys`` (stage name -> key) holds the keys of the stages run so far, which the next
+    stages' keys are built from; it starts from ``keys`` when given."""
 
-    def __init__(self, cfg: RunConfig, run: Path, force: set[str], keep_profile: bool = False):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run: Path,
+        force: set[str],
+        keep_profile: bool = False,
+        keys: dict[str, str] | None = None,
+    ):
         self.cfg = cfg
         self.run = run
         self.force = force
+        self.keys: dict[str, str] = dict(keys or {})
         self.path = RunPaths(run).manifest
         self.timings: dict[str, float] = {}
         self.profile = Profile(RunPaths(run).profile, _key(config_to_dict(cfg)))
@@ -180,16 +158,17 @@ class Stages:
 
     def __call__(
         self,
-        name: str,
-        upstream: list[Any],
-        outputs: list[Path],
+        stage: StageDef,
+        arg: str,
         fn: Callable[[RunConfig], Any],
-        sealed: bool | None = None,
+        recipe: Recipe | None = None,
     ) -> str:
-        """Run ``fn(view)`` for stage ``name`` unless it is current; returns the stage's key.
-        ``sealed``: whether it runs behind the owner's boundary (default: ``data_free``)."""
-        reads = READS[name.split(":")[0]]
-        key, entry, due = self._state(name, upstream, outputs)
+        """Run ``fn(view)`` for ``stage`` with argument ``arg`` (a source, an unlearning's or
+        a model's name; "" for none) unless it is current; returns the stage's key, which
+        joins ``keys``. ``recipe``: an unlearning's."""
+        name = stage.name(arg)
+        key, entry, due = self._state(stage, arg, recipe)
+        self.keys[name] = key
         if not due:
             info(f"[dim]{name}: up to date[/dim]")
             self.timings[name] = entry.get("seconds", 0.0)
@@ -198,10 +177,8 @@ class Stages:
         info(f"[bold]{name}[/bold]")
         started, counts = time.time(), profiling.snapshot()
         # A data-free stage runs behind the owner's boundary: RUN/data cannot be opened.
-        if sealed is None:
-            sealed = data_free(self.cfg, name)
-        with boundary(refused(self.run, name) if sealed else [], name):
-            fn(ConfigView(self.cfg, name, reads))  # type: ignore[arg-type]
+        with boundary(refused(self.run, name) if sealed(stage, recipe) else [], name):
+            fn(ConfigView(self.cfg, name, stage.reads))  # type: ignore[arg-type]
         seconds = round(time.time() - started, 2)
         self.profile.measured(name, seconds, counts)
         manifest = read_manifest(self.path)
@@ -215,66 +192,26 @@ class Stages:
         self.timings[name] = seconds
         return key
 
-    def due(self, name: str, upstream: list[Any], outputs: list[Path]) -> bool:
-        """Whether stage ``name`` would run: forced, its key changed, or an output missing."""
-        return self._state(name, upstream, outputs)[2]
+    def due(self, stage: StageDef, arg: str = "", recipe: Recipe | None = None) -> bool:
+        """Whether the stage would run: forced, its key changed, or an output missing."""
+        return self._state(stage, arg, recipe)[2]
 
     def _state(
-        self, name: str, upstream: list[Any], outputs: list[Path]
+        self, stage: StageDef, arg: str, recipe: Recipe | None
     ) -> tuple[str, dict[str, Any], bool]:
         """The stage's key, its manifest entry, and whether it is due."""
-        kind = name.split(":")[0]
-        key = _key(upstream, {s: _section(self.cfg, s) for s in READS[kind]})
+        name = stage.name(arg)
+        upstream = upstream_of(self.cfg, stage, arg, self.keys, recipe)
+        key = _key(upstream, {s: _section(self.cfg, s) for s in stage.reads})
         entry = read_manifest(self.path).get("stages", {}).get(name, {})
         due = (
             name in self.force
-            or kind in self.force
+            or stage.kind in self.force
             or entry.get("key") != key
             or entry.get("status") != "done"
-            or not all(p.exists() for p in outputs)
+            or not all(p.exists() for p in stage.outputs(RunPaths(self.run), arg))
         )
         return key, entry, due
-
-
-def stage_upstream(
-    cfg: RunConfig,
-    name: str,
-    keys: dict[str, str],
-    recipe: tuple[str, str, str] | None = None,
-) -> list[Any]:
-    """What a stage's key is built from besides its config sections: the keys of the stages
-    it reads (``keys``: stage name -> key) and its own arguments (``recipe``: an unlearning's
-    method, data and source; by default the row's). One definition, used by the pipeline and
-    by the stage commands run by hand, so both record the same key."""
-    from dfsu.rundir import file_hash
-
-    kind, _, arg = name.partition(":")
-    if kind == "corpus":
-        return []
-    if kind == "tagger":
-        from dfsu import __version__
-        from dfsu.pii.tagger import FORMAT
-
-        extra = cfg.tagger.extra_records or []
-        return [FORMAT, __version__, [file_hash(Path(p)) for p in extra if Path(p).is_file()]]
-    if kind in ("target", "retrain"):
-        return [keys.get("corpus")]
-    if kind in ("seal", "inverter"):
-        return [keys.get("target" if kind == "seal" else "seal")]
-    if kind == "synthesize":
-        return [keys.get("inverter" if arg == "inversion" else "seal"), arg]
-    if kind == "annotate":
-        keep = cfg.synthesis.keep
-        keep_hash = file_hash(Path(keep)) if keep and Path(keep).is_file() else None
-        return [keys.get(f"synthesize:{arg}"), keys.get("tagger", ""), keep_hash]
-    if kind == "unlearn":
-        method, data, source = recipe or row_recipe(cfg, arg)
-        upstream = keys.get(f"annotate:{source}") if data == "pseudo" else keys.get("target")
-        return [upstream, keys.get("seal"), method, data, keys.get("tagger", "")]
-    if kind == "evaluate":  # the leak estimate reads the owner's swap pool
-        model = keys.get(TRAINED[arg]) if arg in TRAINED else keys.get(f"unlearn:{arg}")
-        return [model, EVAL_FORMAT, keys.get("tagger", ""), keys.get("seal")]
-    raise DfsuError(f"stage {name}: unknown")
 
 
 def recorded_keys(run: Path) -> dict[str, str]:
@@ -286,33 +223,29 @@ def recorded_keys(run: Path) -> dict[str, str]:
 def run_stage(
     cfg: RunConfig,
     run: Path,
-    name: str,
-    outputs: list[Path],
+    stage: StageDef,
+    arg: str,
     fn: Callable[[Any], Any],
-    recipe: tuple[str, str, str] | None = None,
+    recipe: Recipe | None = None,
 ) -> None:
     """A stage command run by hand (build-corpus, train-target, synthesize, annotate,
-    unlearn...): always computed, and recorded in the manifest under the key the pipeline
-    would give it from the run's recorded upstream stages. A later `dfsu run` with the same
-    config reuses it; one whose config or upstream differs recomputes it (and what follows)."""
+    unlearn...): ``stage`` with argument ``arg``, always computed, and recorded in the manifest
+    under the key the pipeline would give it from the run's recorded upstream stages. A later
+    `dfsu run` with the same config reuses it; one whose config or upstream differs recomputes
+    it (and what follows)."""
     from dfsu.owner import seal_target
 
     keys = recorded_keys(run)
-    sealed = data_free(cfg, name) and (recipe is None or recipe[1] != "oracle")
-    if name.startswith(("inverter", "synthesize:", "annotate:", "unlearn:")):
+    if stage.kind in ("inverter", "synthesize", "annotate", "unlearn"):
         # the owner's side as `dfsu run` makes it: the seal (and, for annotation and
         # unlearning, the tagger) a stage of its own, recorded, never a side effect
-        before = Stages(cfg, run, set(), keep_profile=True)
-        keys["seal"] = before(
-            "seal",
-            stage_upstream(cfg, "seal", keys),
-            seal_outputs(run),
-            lambda c: seal_target(c, run),
-        )
-        if name.startswith(("annotate:", "unlearn:")) and "tagger" not in keys:
-            keys["tagger"] = tagger_stage(cfg, run, before, True)
-    stage = Stages(cfg, run, {name}, keep_profile=True)
-    stage(name, stage_upstream(cfg, name, keys, recipe), outputs, fn, sealed)
+        before = Stages(cfg, run, set(), keep_profile=True, keys=keys)
+        before(SEAL, "", lambda c: seal_target(c, run))
+        if stage.kind in ("annotate", "unlearn") and "tagger" not in keys:
+            before.keys["tagger"] = tagger_stage(cfg, run, before, True)
+        keys = before.keys
+    by_hand = Stages(cfg, run, {stage.name(arg)}, keep_profile=True, keys=keys)
+    by_hand(stage, arg, fn, recipe)
 
 
 def tagger_stage(
@@ -326,11 +259,7 @@ def tagger_stage(
     if cfg.tagger.path:
         return _given_tagger_key(cfg)
     train = early.finish if early is not None else _train_run_tagger(run)
-    return stage("tagger", stage_upstream(cfg, "tagger", {}), _tagger_outputs(run), train)
-
-
-def _tagger_outputs(run: Path) -> list[Path]:
-    return [RunPaths(run).tagger_model]
+    return stage(TAGGER, "", train)
 
 
 def _needs_tagger(cfg: RunConfig, pseudo: bool) -> bool:
@@ -368,7 +297,7 @@ class EarlyTagger:
             return None
         if "fork" not in multiprocessing.get_all_start_methods():
             return None
-        if not stage.due("tagger", stage_upstream(cfg, "tagger", {}), _tagger_outputs(run)):
+        if not stage.due(TAGGER):
             return None
         return cls(cfg, run)
 

@@ -86,8 +86,9 @@ def add_method_parsers(sub: Any) -> None:
 
 
 def cmd_synthesize(args: argparse.Namespace) -> int:
-    from dfsu.pipeline import run_stage
     from dfsu.rundir import RunPaths
+    from dfsu.stage_runner import run_stage
+    from dfsu.stage_table import SYNTHESIZE
     from dfsu.stages.synthesis import synthesize
 
     extra = list(args.overrides)
@@ -100,13 +101,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     paths = RunPaths(run)
     source = args.source or cfg.synthesis.source
     out = paths.pseudo(source)
-    run_stage(
-        cfg,
-        run,
-        f"synthesize:{source}",
-        [paths.pseudo_texts(source)],
-        lambda c: synthesize(c, run, source, out),
-    )
+    run_stage(cfg, run, SYNTHESIZE, source, lambda c: synthesize(c, run, source, out))
     stats = json.loads(paths.pseudo_stats(source).read_text())
     found = ""
     if paths.pii_records.is_file():  # the evaluator's figure, after the stage
@@ -130,8 +125,9 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
-    from dfsu.pipeline import run_stage
     from dfsu.rundir import RunPaths
+    from dfsu.stage_runner import run_stage
+    from dfsu.stage_table import ANNOTATE
     from dfsu.stages.synthesis import annotate
 
     run = Path(args.run)
@@ -150,8 +146,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     pseudo = paths.pseudo(source)
     if not paths.pseudo_texts(source).is_file():
         raise DfsuError(f"{pseudo}: no texts.jsonl (synthesize that source first)")
+    run_stage(cfg, run, ANNOTATE, source, lambda c: annotate(c, run, None, pseudo))
     out = paths.pseudo_annotated(source)
-    run_stage(cfg, run, f"annotate:{source}", [out], lambda c: annotate(c, run, None, pseudo))
     report = json.loads((pseudo / "annotator_eval.json").read_text())
     llm = report.get("llm_counts")
     llm_line = (
@@ -175,8 +171,9 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_unlearn(args: argparse.Namespace) -> int:
-    from dfsu.pipeline import run_stage
     from dfsu.rundir import RunPaths, read_jsonl, safe_name
+    from dfsu.stage_runner import run_stage
+    from dfsu.stage_table import UNLEARN, Recipe
     from dfsu.stages.unlearn import unlearn
     from dfsu.ui import say
 
@@ -205,10 +202,10 @@ def cmd_unlearn(args: argparse.Namespace) -> int:
     run_stage(
         cfg,
         run,
-        f"unlearn:{name}",
-        [paths.merged(name) / "model.safetensors"],
+        UNLEARN,
+        name,
         lambda c: unlearn(c, run, args.method, args.data, name, pseudo, truth),
-        recipe=(args.method, args.data, source),
+        recipe=Recipe(args.method, args.data, source),
     )
     summary = json.loads(paths.unlearned_summary(name).read_text())
     kept = summary["kept_check"]

@@ -50,15 +50,16 @@ def add_stage_parsers(sub: Any) -> None:
 
 def cmd_build_corpus(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.pipeline import run_stage
     from dfsu.rundir import RunPaths, create_run_dir, save_config
+    from dfsu.stage_runner import run_stage
+    from dfsu.stage_table import CORPUS
     from dfsu.stages.corpus import build_corpus
 
     cfg = load_config(args.config, args.overrides)
     run = create_run_dir(args.out)
     paths = RunPaths(run)
     save_config(run, cfg)
-    run_stage(cfg, run, "corpus", [paths.train], lambda c: build_corpus(c, run))
+    run_stage(cfg, run, CORPUS, "", lambda c: build_corpus(c, run))
     stats = json.loads(paths.data_stats.read_text())
     print(
         f"{paths.data}: {stats['records']} records in {len(stats['groups'])} groups, "
@@ -69,22 +70,23 @@ def cmd_build_corpus(args: argparse.Namespace) -> int:
 
 
 def _ensure_corpus(cfg, run: Path) -> None:
-    from dfsu.pipeline import run_stage
     from dfsu.rundir import RunPaths, create_run_dir, save_config
+    from dfsu.stage_runner import run_stage
+    from dfsu.stage_table import CORPUS
     from dfsu.stages.corpus import build_corpus
     from dfsu.ui import info
 
-    train = RunPaths(run).train
-    if not train.is_file():
+    if not RunPaths(run).train.is_file():
         info(f"{run}/data missing: building the corpus first")
         save_config(create_run_dir(run), cfg)
-        run_stage(cfg, run, "corpus", [train], lambda c: build_corpus(c, run))
+        run_stage(cfg, run, CORPUS, "", lambda c: build_corpus(c, run))
 
 
 def cmd_train_target(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.pipeline import run_stage
     from dfsu.rundir import RunPaths, save_config
+    from dfsu.stage_runner import run_stage
+    from dfsu.stage_table import TARGET
     from dfsu.stages.target import train_target
 
     cfg = load_config(args.config, args.overrides)
@@ -92,15 +94,16 @@ def cmd_train_target(args: argparse.Namespace) -> int:
     paths = RunPaths(run)
     _ensure_corpus(cfg, run)
     save_config(run, cfg)
-    run_stage(cfg, run, "target", [paths.target_weights], lambda c: train_target(c, run))
+    run_stage(cfg, run, TARGET, "", lambda c: train_target(c, run))
     print_target_summary(paths.target)
     return 0
 
 
 def cmd_train_inverter(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.pipeline import run_stage
     from dfsu.rundir import RunPaths, save_config
+    from dfsu.stage_runner import run_stage
+    from dfsu.stage_table import INVERTER
     from dfsu.stages.inverter import train_inverter
 
     cfg = load_config(args.config, args.overrides)
@@ -109,7 +112,7 @@ def cmd_train_inverter(args: argparse.Namespace) -> int:
     if not paths.target_weights.is_file():
         raise DfsuError(f"{run}/target: no trained target (run `dfsu train-target` first)")
     save_config(run, cfg)
-    run_stage(cfg, run, "inverter", [paths.inverter_weights], lambda c: train_inverter(c, run))
+    run_stage(cfg, run, INVERTER, "", lambda c: train_inverter(c, run))
     _print_inverter_summary(paths.inverter_metrics)
     return 0
 

@@ -1,0 +1,279 @@
+"""The stage graph, written once: per stage, its name in the manifest, the config sections it
+reads, the stages it builds on and how their keys enter its own, what it writes, and whether
+it runs behind the owner's boundary. The runner (``stage_runner.Stages``), `dfsu run`,
+`dfsu forget` and the stage commands all read it; none of them names a stage's outputs.
+
+A stage's key is the hash of its config sections and of its ``upstream`` list. The lists are
+frozen: their parts and order are those of the run directories already on disk, which stay
+reusable only while a stage's key stays the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from dfsu.config import RunConfig
+from dfsu.errors import DfsuError
+from dfsu.rundir import RunPaths, file_hash
+
+# Bumped when an evaluation file gains fields, so that older evaluations are redone.
+EVAL_FORMAT = 7
+
+# The evaluated models that are no unlearning: each one's stage (and directory).
+TRAINED = {"original": "target", "retrain": "retrain"}
+
+
+class Recipe(NamedTuple):
+    """What one unlearning trains on: the method, the data ("pseudo", "loop", or "oracle":
+    the true records) and the pseudo source (read when the data is "pseudo")."""
+
+    method: str
+    data: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """What a stage's upstream list is made from: the config, the stage's argument (a source,
+    an unlearning's or a model's name), the keys of the stages run so far and the recipe of
+    an unlearning."""
+
+    cfg: RunConfig
+    arg: str
+    keys: Mapping[str, str]
+    recipe: Recipe | None = None
+
+
+@dataclass(frozen=True)
+class StageDef:
+    """One row of the table."""
+
+    kind: str  # the name's first part: READS, `--force KIND`
+    named: str  # the name in the manifest; {arg}: the stage's argument
+    reads: tuple[str, ...]  # the config sections (and "seed") its function may read
+    builds_on: tuple[str, ...]  # the kinds of the stages whose keys its upstream holds
+    upstream: Callable[[Upstream], list[Any]]  # its key's parts besides its sections
+    outputs: Callable[[RunPaths, str], list[Path]]  # checked before it is skipped
+    data_free: bool  # behind the owner's boundary (an unlearning: unless it reads the records)
+
+    def name(self, arg: str = "") -> str:
+        return self.named.format(arg=arg)
+
+
+# ---------------------------------------------------------------- how upstream keys enter
+
+
+def _nothing(u: Upstream) -> list[Any]:
+    return []
+
+
+def _tagger(u: Upstream) -> list[Any]:
+    from dfsu import __version__
+    from dfsu.pii.tagger import FORMAT
+
+    extra = u.cfg.tagger.extra_records or []
+    return [FORMAT, __version__, [file_hash(Path(p)) for p in extra if Path(p).is_file()]]
+
+
+def _corpus(u: Upstream) -> list[Any]:
+    return [u.keys.get("corpus")]
+
+
+def _target(u: Upstream) -> list[Any]:
+    return [u.keys.get("target")]
+
+
+def _seal(u: Upstream) -> list[Any]:
+    return [u.keys.get("seal")]
+
+
+def _synthesize(u: Upstream) -> list[Any]:
+    return [u.keys.get("inverter" if u.arg == "inversion" else "seal"), u.arg]
+
+
+def _annotate(u: Upstream) -> list[Any]:
+    keep = u.cfg.synthesis.keep
+    keep_hash = file_hash(Path(keep)) if keep and Path(keep).is_file() else None
+    return [u.keys.get(f"synthesize:{u.arg}"), u.keys.get("tagger", ""), keep_hash]
+
+
+def _unlearn(u: Upstream) -> list[Any]:
+    if u.recipe is None:
+        raise DfsuError(f"stage unlearn:{u.arg}: no recipe given")
+    method, data, source = u.recipe
+    upstream = u.keys.get(f"annotate:{source}") if data == "pseudo" else u.keys.get("target")
+    return [upstream, u.keys.get("seal"), method, data, u.keys.get("tagger", "")]
+
+
+def _evaluate(u: Upstream) -> list[Any]:  # the leak estimate reads the owner's swap pool
+    model = u.keys.get(TRAINED[u.arg]) if u.arg in TRAINED else u.keys.get(f"unlearn:{u.arg}")
+    return [model, EVAL_FORMAT, u.keys.get("tagger", ""), u.keys.get("seal")]
+
+
+def _evaluate_attacks(u: Upstream) -> list[Any]:
+    from dfsu.evaluation.attacks import owner_attacks
+
+    return [*_evaluate(u), owner_attacks(u.cfg.evaluation.attacks)]
+
+
+# ---------------------------------------------------------------- the table
+
+_EVALUATE_READS = ("seed", "data", "target", "evaluation", "leak", "tagger", "recitation")
+_SEAL_READS = ("seed", "data", "corpus", "public")
+
+# The simulation's data and target.
+CORPUS = StageDef(
+    kind="corpus",
+    named="corpus",
+    reads=("seed", "data", "corpus"),
+    builds_on=(),
+    upstream=_nothing,
+    outputs=lambda p, a: [p.train],
+    data_free=False,
+)
+TARGET = StageDef(
+    kind="target",
+    named="target",
+    reads=("seed", "target"),
+    builds_on=("corpus",),
+    upstream=_corpus,
+    outputs=lambda p, a: [p.target_weights],
+    data_free=False,
+)
+# The reference: the target's recipe without the private records.
+RETRAIN = StageDef(
+    kind="retrain",
+    named="retrain",
+    reads=("seed", "target"),
+    builds_on=("corpus",),
+    upstream=_corpus,
+    outputs=lambda p, a: [p.retrain_weights],
+    data_free=False,
+)
+# The owner's side of `dfsu run`: the target copied into RUN/sealed, public text, swap pool.
+SEAL = StageDef(
+    kind="seal",
+    named="seal",
+    reads=_SEAL_READS,
+    builds_on=("target",),
+    upstream=_target,
+    outputs=lambda p, a: [p.sealed_model / "config.json", p.swap_pool],
+    data_free=True,
+)
+# `dfsu forget`'s seal: public text and swap pool; the model stays where the owner keeps it
+# (its key: "target", the model directory's fingerprint).
+SEAL_PUBLIC = StageDef(
+    kind="seal",
+    named="seal",
+    reads=_SEAL_READS,
+    builds_on=("target",),
+    upstream=_target,
+    outputs=lambda p, a: [p.swap_pool, p.sealed_report],
+    data_free=True,
+)
+INVERTER = StageDef(
+    kind="inverter",
+    named="inverter",
+    reads=("seed", "target", "inverter"),
+    builds_on=("seal",),
+    upstream=_seal,
+    outputs=lambda p, a: [p.inverter_weights],
+    data_free=True,
+)
+TAGGER = StageDef(
+    kind="tagger",
+    named="tagger",
+    reads=("tagger",),
+    builds_on=(),
+    upstream=_tagger,
+    outputs=lambda p, a: [p.tagger_model],
+    data_free=True,
+)
+# Pseudo-PII of a source (the argument), and its annotation.
+SYNTHESIZE = StageDef(
+    kind="synthesize",
+    named="synthesize:{arg}",
+    reads=("seed", "target", "inverter", "synthesis", "evaluation"),
+    builds_on=("inverter", "seal"),
+    upstream=_synthesize,
+    outputs=lambda p, a: [p.pseudo_texts(a)],
+    data_free=True,
+)
+ANNOTATE = StageDef(
+    kind="annotate",
+    named="annotate:{arg}",
+    reads=("seed", "data", "synthesis", "tagger"),
+    builds_on=("synthesize", "tagger"),
+    upstream=_annotate,
+    outputs=lambda p, a: [p.pseudo_annotated(a)],
+    data_free=True,
+)
+# One unlearning of a recipe (the argument: its name, the directory it writes).
+UNLEARN = StageDef(
+    kind="unlearn",
+    named="unlearn:{arg}",
+    reads=("seed", "target", "unlearning", "evaluation", "leak", "tagger", "recitation"),
+    builds_on=("annotate", "target", "seal", "tagger"),
+    upstream=_unlearn,
+    outputs=lambda p, a: [p.merged(a) / "model.safetensors"],
+    data_free=True,
+)
+# One model's evaluation (the argument: original, retrain or an unlearning's name).
+EVALUATE = StageDef(
+    kind="evaluate",
+    named="evaluate:{arg}",
+    reads=_EVALUATE_READS,
+    builds_on=("target", "retrain", "unlearn", "tagger", "seal"),
+    upstream=_evaluate,
+    outputs=lambda p, a: [p.eval(a)],
+    data_free=False,
+)
+# `dfsu forget`: the unlearned model's leak estimate under the attacks an owner can run.
+EVALUATE_ATTACKS = StageDef(
+    kind="evaluate",
+    named="evaluate:{arg}:attacks",
+    reads=_EVALUATE_READS,
+    builds_on=("target", "retrain", "unlearn", "tagger", "seal"),
+    upstream=_evaluate_attacks,
+    outputs=lambda p, a: [p.eval_attacks(a)],
+    data_free=False,
+)
+
+TABLE = (
+    CORPUS,
+    TARGET,
+    RETRAIN,
+    SEAL,
+    SEAL_PUBLIC,
+    INVERTER,
+    TAGGER,
+    SYNTHESIZE,
+    ANNOTATE,
+    UNLEARN,
+    EVALUATE,
+    EVALUATE_ATTACKS,
+)
+# The config sections (and "seed") each kind of stage reads.
+READS: dict[str, tuple[str, ...]] = {s.kind: s.reads for s in TABLE}
+KINDS = list(READS)
+
+
+def upstream_of(
+    cfg: RunConfig,
+    stage: StageDef,
+    arg: str,
+    keys: Mapping[str, str],
+    recipe: Recipe | None = None,
+) -> list[Any]:
+    """What stage ``stage`` (argument ``arg``) has in its key besides its config sections: the
+    keys of the stages it builds on (``keys``: stage name -> key) and its own arguments."""
+    return stage.upstream(Upstream(cfg, arg, keys, recipe))
+
+
+def sealed(stage: StageDef, recipe: Recipe | None = None) -> bool:
+    """Whether the stage runs behind the owner's boundary (never reads RUN/data): its row's
+    flag, and for an unlearning, a recipe that does not train on the true records."""
+    return stage.data_free and (recipe is None or recipe.data != "oracle")
