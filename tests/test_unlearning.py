@@ -432,25 +432,71 @@ def test_patience_goes_on_past_the_bound_but_never_keeps_a_check_beyond_it(
 
 
 def test_loop_rounds_are_saved_and_a_rerun_resumes_only_its_own(tmp_path, micro_cfg):
-    from dfsu.unlearning.loop import RoundLog
+    from dfsu.unlearning.checks import Baseline
+    from dfsu.unlearning.loop import RoundLog, _untouched
 
     first = {"step": 0, "ppl": 9.0, "pii_loss": 1.0}
     log = RoundLog.open(tmp_path / "rounds", micro_cfg, first)
     assert log.rounds == []
-    out = {"checks": [first], "keep": 0, "steps": 0, "stop_reason": "", "log": []}
+    untouched = _untouched(first, Baseline(9.0, 9.0, None), micro_cfg.unlearning)
     estimate = {
         "consistent": 7,
         "emitted": 9,
         "degenerate": 0.0,
         "by_label": {"USERNAME": {"consistent": 7}},
     }
-    log.add(0, estimate, out, {"w": torch.ones(2, 2)})
+    log.add(0, estimate, untouched, {"w": torch.ones(2, 2)})
     again = RoundLog.open(tmp_path / "rounds", micro_cfg, first)
-    assert [r["consistent"] for r in again.rounds] == [7]
+    assert [r.consistent for r in again.rounds] == [7] and again.rounds == log.rounds
+    assert again.passes == [untouched]  # the typed result of the round, read back whole
     assert torch.equal(again.load(0)["w"], torch.ones(2, 2))
     # Another starting model (or configuration): its rounds are not this run's.
     other = RoundLog.open(tmp_path / "rounds", micro_cfg, dict(first, ppl=9.5))
     assert other.rounds == [] and not (tmp_path / "rounds" / "0.st").exists()
+
+
+def test_the_loop_rounds_run_the_single_pass_by_import():
+    """dfsu-loop's rounds train through the same entry as a single pass, imported, not handed
+    in (an import cycle once made the stage pass it as an argument)."""
+    import inspect
+
+    from dfsu.unlearning import loop, single
+
+    assert loop.train_steps is single.train_steps
+    assert "train_steps" not in inspect.signature(loop.loop_rounds).parameters
+
+
+def test_an_unlearning_returns_a_typed_result_written_as_its_summary(
+    trained_micro_run, tmp_path, monkeypatch
+):
+    import dataclasses
+
+    from dfsu.stages import unlearn as stage
+    from dfsu.unlearning.result import UnlearnResult, UnlearnSummary
+
+    _, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    returned, original = [], stage.train_steps
+
+    def train_steps(*args, **kwargs):
+        returned.append(original(*args, **kwargs))
+        return returned[-1]
+
+    monkeypatch.setattr(stage, "train_steps", train_steps)
+    cfg = load_config(str(run / "config.yaml"), FAST + ["unlearning.max_steps=2"])
+    out = unlearn(cfg, run, "pscu", "oracle")
+    (result,) = returned
+    assert isinstance(result, UnlearnResult) and result.steps == 2 and result.rounds is None
+    text = (out / "summary.json").read_text()
+    written = json.loads(text)
+    optional = ("rounds", "recitation_bound")
+    fields = [f.name for f in dataclasses.fields(UnlearnSummary) if f.name not in optional]
+    assert list(written) == fields  # summary.json's keys, in the dataclass's order
+    assert written["checks"] == result.checks and written["kept_check"] == result.kept_check
+    assert (written["steps"], written["kept_step"]) == (result.steps, result.kept_step)
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert log == result.log
+    assert UnlearnSummary.read(out).to_json() == written  # read back whole
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ from dfsu.rundir import (
     staged_dir,
 )
 from dfsu.stage_table import Recipe
+from dfsu.unlearning.result import UnlearnSummary
 
 
 @dataclass(frozen=True)
@@ -386,11 +387,10 @@ def forget_summary(
 
     attacked = measured.pop("attacks", None)
     (_, before), (_, after) = measured.items()
-    run = json.loads((unlearned / "summary.json").read_text())
-    kept = run["kept_check"]
+    run = UnlearnSummary.read(unlearned)
     lb, la = _leak_view(before["leak_estimate"]), _leak_view(after["leak_estimate"])
     words = leak_words(lb, la)
-    kept_ppl = kept.get("ppl_all_docs", kept["ppl"])
+    kept_ppl = run.kept_check.get("ppl_all_docs", run.kept_check["ppl"])
     return {
         "model": str(model),
         "method": method,
@@ -415,19 +415,19 @@ def forget_summary(
             "ratio": round(after["ppl"] / before["ppl"], 4),
         },
         "bound": {
-            "check_documents": run["check_docs"],
-            "start": run["start_ppl"],
+            "check_documents": run.check_docs,
+            "start": run.start_ppl,
             "kept": kept_ppl,
-            "limit": run["ppl_bound"],
-            "within": kept_ppl <= run["ppl_bound"] * (1 + 1e-6),
-            "recitation": recitation_bound_view(run.get("recitation_bound"), kept),
+            "limit": run.ppl_bound,
+            "within": kept_ppl <= run.ppl_bound * (1 + 1e-6),
+            "recitation": recitation_bound_view(run.recitation_bound, run.kept_check),
         },
-        "steps": run["steps"],
-        "kept_step": run["kept_step"],
-        "stop_reason": run["stop_reason"],
+        "steps": run.steps,
+        "kept_step": run.kept_step,
+        "stop_reason": run.stop_reason,
         "rounds": [
-            {k: r[k] for k in ("round", "consistent", "degenerate", "steps", "ppl")}
-            for r in run.get("rounds", [])
+            {k: getattr(r, k) for k in ("round", "consistent", "degenerate", "steps", "ppl")}
+            for r in run.rounds or ()
         ],
         "attacks": None
         if attacked is None

@@ -49,10 +49,12 @@ from dfsu.owner import Owner, as_owner
 from dfsu.pii.run_records import read_records
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, safe_name, staged_dir
 from dfsu.unlearning.checks import Checker
-from dfsu.unlearning.data import UnlearnData
+from dfsu.unlearning.data import Setup, UnlearnData
+from dfsu.unlearning.loop import loop_rounds
 from dfsu.unlearning.lora import lora_config, lora_modules, missing_modules
 from dfsu.unlearning.methods import DATA, METHODS, RULES, Method, keep_rule, learning_rate
 from dfsu.unlearning.proxy import pii_token_stats
+from dfsu.unlearning.result import UnlearnSummary
 from dfsu.unlearning.single import train_steps
 
 # PEFT still calls a transformers method that warns about its own deprecation on every load.
@@ -104,16 +106,14 @@ def recited_public_texts(cfg: RunConfig, root: Path, model: Any, tokenizer: Any,
     return [t for t, spans in zip(samples, annotator(samples), strict=True) if t and not spans]
 
 
-def _add_recitations(
-    cfg: RunConfig, run: Path, loop: TrainLoop, tokenizer: Any, data: UnlearnData
-) -> tuple[UnlearnData, int]:
+def _add_recitations(setup: Setup, run: Path, data: UnlearnData) -> tuple[UnlearnData, int]:
     """``unlearning.retain_self``: the data with the recitations joining the encoded retain
     text, each ``retain_self_copies`` times, and how many there were. Called before training:
     LoRA's B matrices start at zero, so the adapted model is still the original."""
-    uc = cfg.unlearning
+    uc, loop, tokenizer = setup.uc, setup.loop, setup.tokenizer
     if not uc.retain_self:
         return data, 0
-    recited = recited_public_texts(cfg, run, loop.unwrapped(), tokenizer, loop.device)
+    recited = recited_public_texts(setup.cfg, run, loop.unwrapped(), tokenizer, loop.device)
     rows = [{"text": t, "spans": []} for t in recited] * uc.retain_self_copies
     retain = data.retain + encode_masked(tokenizer, rows, uc.max_length)
     return dataclasses.replace(data, retain=retain), len(recited)
@@ -141,19 +141,20 @@ def _privacy_tracker(cfg: RunConfig, truth: list, tokenizer: Any, device: Any):
 def _data(
     cfg: RunConfig,
     owner: Owner,
-    data: str,
-    sources: tuple[Path | None, list | None],
     tokenizer: Any,
     method: Method,
+    data: str,
+    pseudo: Path | None,
+    truth: list | None,
 ) -> UnlearnData:
-    """Encoded unlearning texts (a held-out share for the privacy proxy; ``sources``: the
-    pseudo directory and the oracle's true records), the owner's held-out public documents
-    for the perplexity bound, and the owner's public text for the retain descent."""
+    """Encoded unlearning texts (a held-out share for the privacy proxy; from ``pseudo``, the
+    pseudo directory, or ``truth``, the oracle's true records), the owner's held-out public
+    documents for the perplexity bound, and the owner's public text for the retain descent."""
     uc = cfg.unlearning
     name = f"{method.name}-{data}"
     train = held = []  # data loop: each round extracts its own texts (``loop.loop_rounds``)
     if data != "loop":
-        rows = unlearning_texts(data, *sources)
+        rows = unlearning_texts(data, pseudo, truth)
         if len(rows) < 2:
             raise DfsuError(f"{name}: needs at least 2 unlearning texts, found {len(rows)}")
         random.Random(f"holdout-{cfg.seed}").shuffle(rows)
@@ -232,61 +233,59 @@ def unlearn(
         raise DfsuError(f"--method: {method!r} is not one of {', '.join(METHODS)}")
     if data not in DATA:
         raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
+    spec = METHODS[method]  # the method's registry entry
     name = safe_name(name or f"{method}-{data}")
     owner = as_owner(where)
     pseudo = pseudo or owner.paths.pseudo(cfg.synthesis.source)
     started = time.time()
     run = owner.root
-    uc = cfg.unlearning
-    if truth is None and (data == "oracle" or uc.track_privacy):
+    if truth is None and (data == "oracle" or cfg.unlearning.track_privacy):
         truth = read_records(run)
     torch.manual_seed(cfg.seed)
 
-    model, tokenizer, modules = _adapted_model(owner, uc)
+    model, tokenizer, modules = _adapted_model(owner, cfg.unlearning)
     cfg = _fit_context(cfg, model)
     uc = cfg.unlearning
-    inputs = _data(cfg, owner, data, (pseudo, truth), tokenizer, METHODS[method])
-    lr = learning_rate(METHODS[method], uc)
+    inputs = _data(cfg, owner, tokenizer, spec, data, pseudo, truth)
+    lr = learning_rate(spec, uc)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-    loop = TrainLoop(model, optimizer, cfg.target.device)
-    inputs, recited = _add_recitations(cfg, run, loop, tokenizer, inputs)
+    setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.target.device), tokenizer)
+    loop = setup.loop
+    inputs, recited = _add_recitations(setup, run, inputs)
     tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
     meter = None
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
         meter = leak_meter(cfg, owner, tokenizer, "select")
-
     bounded = _bound_recitations(cfg, run, loop, tokenizer)
-    checker = Checker.build(
-        cfg, METHODS[method], inputs, (loop, tokenizer), (meter, tracker), bounded
-    )
+    checker = Checker.build(setup, inputs, meter, tracker, bounded)
 
-    # Loop: optimizer steps with accumulation; checks and the stopping policy.
-    start_stats = (
-        pii_token_stats(model, inputs.train, inputs.pad, loop.device) if data != "loop" else None
-    )
-    rounds = None
-    if data == "loop":
-        work = owner.paths.rounds(name)
-        from dfsu.unlearning.loop import loop_rounds
-
-        rounds = loop_rounds(
-            cfg, METHODS[method], (loop, tokenizer), meter, inputs, checker, name, work, train_steps
-        )
-        out = rounds.pop("out")
-        inputs = rounds.pop("data")  # the summary counts the last round's texts
+    if data == "loop":  # rounds of extract -> unlearn, each a pass of ``train_steps``
+        start_stats = None
+        result = loop_rounds(setup, meter, inputs, checker, name, owner.paths.rounds(name))
     else:
-        out = train_steps(loop, METHODS[method], uc, inputs, checker, name)
-    summary = _summary(
-        (name, method, data), out, rounds, inputs, modules, (start_stats, recited, started), uc
-    )
-    if bounded is not None:
-        summary["recitation_bound"] = {
+        start_stats = pii_token_stats(model, inputs.train, inputs.pad, loop.device)
+        result = train_steps(setup, inputs, checker, name)
+    summary = UnlearnSummary.of(
+        result,
+        name=name,
+        method=method,
+        data=data,
+        check_docs=len(inputs.check_texts),
+        lora_modules=modules,
+        pii_tokens_at_start=start_stats,
+        recited_retain_texts=recited,
+        seconds=round(time.time() - started, 1),
+        rule=RULES[keep_rule(spec, uc)],
+        recitation_bound=None
+        if bounded is None
+        else {
             "max_loss": uc.max_recitation_loss,
             "texts": len(bounded),
-            "recited_at_start": out["start_recited"],  # the untouched model's, every round
-        }
-    _save(loop, owner.paths.unlearned(name), tokenizer, out["log"], summary)
-    if rounds and loop.is_main:  # the rounds are in the summary; their adapters served resuming
+            "recited_at_start": result.start_recited,  # the untouched model's, every round
+        },
+    )
+    _save(loop, owner.paths.unlearned(name), tokenizer, result.log, summary)
+    if result.rounds and loop.is_main:  # in the summary; their adapters served resuming
         import shutil
 
         shutil.rmtree(owner.paths.rounds(name), ignore_errors=True)
@@ -318,47 +317,7 @@ def _bound_recitations(cfg: Any, run: Path, loop: TrainLoop, tokenizer: Any):
     return rows
 
 
-def _summary(
-    recipe: tuple[str, str, str],
-    out: dict,
-    rounds: dict | None,
-    inputs: UnlearnData,
-    modules: list[str],
-    extra: tuple[dict | None, int, float],
-    uc: UnlearnConfig,
-) -> dict[str, Any]:
-    """summary.json: the run's steps, checks and kept check, its data and settings."""
-    name, method, data = recipe
-    start_stats, recited, started = extra
-    kept = out["checks"][out["keep"]]
-    summary = {
-        "name": name,
-        "method": method,
-        "data": data,
-        "steps": out["steps"],
-        "total_steps": out["total"],
-        "stop_reason": out["stop_reason"],
-        "start_ppl": out["start_ppl"],
-        "ppl_bound": out["bound"],
-        "check_docs": len(inputs.check_texts),
-        "kept_step": rounds["kept_step"] if rounds else kept["step"],
-        "backtracks": out["backtracks"],
-        "kept_check": kept,
-        "checks": out["checks"],
-        "lora_modules": modules,
-        "train_texts": len(inputs.train),
-        "pii_tokens_at_start": start_stats,
-        "recited_retain_texts": recited,
-        "held_texts": len(inputs.held),
-        "seconds": round(time.time() - started, 1),
-        "rule": RULES[keep_rule(METHODS[method], uc)],
-    }
-    if rounds:
-        summary |= {"rounds": rounds["rounds"], "stop_reason": rounds["stop_reason"]}
-    return summary
-
-
-def _save(loop: TrainLoop, final: Path, tokenizer: Any, log: list, summary: dict) -> None:
+def _save(loop: TrainLoop, final: Path, tokenizer: Any, log: list, summary: UnlearnSummary) -> None:
     """The adapter (PEFT files) and the merged model, in one directory swap."""
     if loop.is_main:
         unwrapped = loop.unwrapped().to("cpu")
@@ -369,5 +328,5 @@ def _save(loop: TrainLoop, final: Path, tokenizer: Any, log: list, summary: dict
             tokenizer.padding_side = "right"
             tokenizer.save_pretrained(out / "merged")
             atomic_write_jsonl(out / "train_log.jsonl", log)
-            atomic_write_json(out / "summary.json", summary)
+            atomic_write_json(out / "summary.json", summary.to_json())
     loop.accelerator.wait_for_everyone()

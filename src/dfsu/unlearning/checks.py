@@ -5,12 +5,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dfsu.components.training import TrainLoop
-from dfsu.config import RunConfig
 from dfsu.evaluation.utility import default_window, perplexity_of, perplexity_pieces
-from dfsu.unlearning.data import UnlearnData
-from dfsu.unlearning.methods import Method, keep_rule
+from dfsu.unlearning.data import Setup, UnlearnData
+from dfsu.unlearning.methods import keep_rule
 from dfsu.unlearning.proxy import pii_token_loss
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """What a run's bounds are relative to, from the untouched model's first check: perplexity
+    on the checked documents and on all of them, and the share recited (None: the recitation
+    bound is off). dfsu-loop's rounds keep the original model's."""
+
+    check_ppl: float
+    ppl: float
+    recited: float | None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -20,10 +29,7 @@ class Checker:
     privacy trajectory when tracked (``tracker``, or None); ``confirm()``: perplexity on all
     held-out documents, wanted only when ``has_confirm`` (the checks read a subset)."""
 
-    cfg: RunConfig
-    method: Method
-    loop: TrainLoop
-    tokenizer: Any
+    setup: Setup
     meter: Any
     tracker: Any
     check_pieces: list[tuple[list[int], int]]
@@ -36,28 +42,22 @@ class Checker:
     @classmethod
     def build(
         cls,
-        cfg: RunConfig,
-        method: Method,
+        setup: Setup,
         data: UnlearnData,
-        model: tuple,
-        meters: tuple,
+        meter: Any = None,
+        tracker: Any = None,
         recitations: list[dict[str, str]] | None = None,
     ) -> Checker:
-        """The checker of a run (``model``: the train loop and tokenizer; ``meters``: the
-        leak meter and privacy tracker, each or None; ``recitations``: the recitation
-        bound's texts, or None), its documents tokenized once."""
-        loop, tokenizer = model
-        meter, tracker = meters
-        window = default_window(loop.unwrapped())
+        """The checker of a run (``meter``: the leak meter, ``tracker``: the privacy tracker,
+        ``recitations``: the recitation bound's texts; each or None), its documents tokenized
+        once."""
+        window = default_window(setup.loop.unwrapped())
         return cls(
-            cfg,
-            method,
-            loop,
-            tokenizer,
+            setup,
             meter,
             tracker,
-            check_pieces=perplexity_pieces(tokenizer, data.check_texts, window),
-            all_pieces=perplexity_pieces(tokenizer, data.eval_texts, window),
+            check_pieces=perplexity_pieces(setup.tokenizer, data.check_texts, window),
+            all_pieces=perplexity_pieces(setup.tokenizer, data.eval_texts, window),
             held=data.held,
             pad=data.pad,
             has_confirm=len(data.check_texts) < len(data.eval_texts),
@@ -70,33 +70,32 @@ class Checker:
 
     def check(self, step: int, epoch: float) -> dict[str, Any]:
         """One check's figures; leaves the model in training mode."""
-        loop = self.loop
+        setup = self.setup
+        loop = setup.loop
         unwrapped = loop.unwrapped()
         ppl = perplexity_of(unwrapped, self.check_pieces, self.pad, device=loop.device)
         proxy = pii_token_loss(unwrapped, self.held, self.pad, loop.device)
         result = {"step": step, "epoch": round(epoch, 3), "ppl": ppl, "pii_loss": proxy}
-        if self.meter is not None and keep_rule(self.method, self.cfg.unlearning) == "leak":
-            limit = self.cfg.leak.check_prompts
-            estimate = self.meter(unwrapped, self.tokenizer, loop.device, limit=limit)[0]
+        if self.meter is not None and keep_rule(setup.method, setup.uc) == "leak":
+            limit = setup.cfg.leak.check_prompts
+            estimate = self.meter(unwrapped, setup.tokenizer, loop.device, limit=limit)[0]
             result["leak"] = estimate["consistent"]
         if self.recitations is not None:
             from dfsu.evaluation.recitation import retention
 
-            kept = retention(unwrapped, self.tokenizer, self.recitations, loop.device)
+            kept = retention(unwrapped, setup.tokenizer, self.recitations, loop.device)
             result["recited"] = kept["select"]["exact"]
         if self.tracker is not None:
             result |= self.tracker(unwrapped)
         loop.model.train()
         return result
 
-    def start_figures(self, first: dict[str, Any]) -> tuple[float, float, float | None]:
-        """What the bounds are relative to, from the untouched model's check ``first``:
-        perplexity on the checked documents and on all of them, and the share recited (None:
-        the recitation bound is off)."""
+    def baseline(self, first: dict[str, Any]) -> Baseline:
+        """The bounds' baseline from the untouched model's check ``first``."""
         everything = self.confirm() if self.has_confirm else first["ppl"]
-        return first["ppl"], everything, first.get("recited")
+        return Baseline(first["ppl"], everything, first.get("recited"))
 
     def confirm(self) -> float:
         """Perplexity on all held-out documents."""
-        loop = self.loop
+        loop = self.setup.loop
         return perplexity_of(loop.unwrapped(), self.all_pieces, self.pad, device=loop.device)

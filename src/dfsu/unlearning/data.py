@@ -1,10 +1,34 @@
-"""What an unlearning run trains and checks on: one frozen object per run (per round, for
-dfsu-loop)."""
+"""What an unlearning run trains with and on: one frozen object each, made once per run (the
+data: per round, for dfsu-loop)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
+
+from dfsu.components.training import TrainLoop
+from dfsu.config import RunConfig, UnlearnConfig
+from dfsu.unlearning.methods import Method
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Setup:
+    """What every pass of one unlearning trains with: the config (its ``unlearning`` cut to the
+    model's context), the unlearning settings the pass follows (``uc``: the config's, or a
+    dfsu-loop round's with the round's step budget), the method, the train loop (model and
+    optimizer) and the tokenizer."""
+
+    cfg: RunConfig
+    uc: UnlearnConfig
+    method: Method
+    loop: TrainLoop
+    tokenizer: Any
+
+    def for_round(self) -> Setup:
+        """A dfsu-loop round's: at most ``unlearning.loop.steps`` optimizer steps."""
+        return dataclasses.replace(
+            self, uc=dataclasses.replace(self.uc, max_steps=self.uc.loop.steps)
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,14 +1,14 @@
-"""The single-pass recipe: optimizer steps on the method's objective (plus public-text
-descent), a check every ``check_every`` steps, and the stopping policy's decision after each
-(``stopping.py``): go on, go back to the last check within the perplexity bound at half the
-learning rate, or stop; the kept check's adapter is restored at the end. The loop rows run it
-once per round (``loop.py``)."""
+"""The single-pass recipe, ``train_steps``: optimizer steps on the method's objective (plus
+public-text descent), a check every ``check_every`` steps, and the stopping policy's decision
+after each (``stopping.py``): go on, go back to the last check within the perplexity bound at
+half the learning rate, or stop; the kept check's adapter is restored at the end, and the
+result is an ``UnlearnResult``. The loop rows run it once per round (``loop.py``)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from peft import set_peft_model_state_dict
@@ -17,10 +17,13 @@ from dfsu.components.batches import collate_masked
 from dfsu.components.training import TrainLoop
 from dfsu.config import UnlearnConfig
 from dfsu.ui import progress_bar
+from dfsu.unlearning.checks import Baseline, Checker
+from dfsu.unlearning.data import Setup, UnlearnData
 from dfsu.unlearning.lora import lora_state
 from dfsu.unlearning.losses import retain_objective, token_losses
 from dfsu.unlearning.methods import Method, Terms, keep_rule
 from dfsu.unlearning.proxy import model_token_losses
+from dfsu.unlearning.result import UnlearnResult
 from dfsu.unlearning.stopping import (
     StopRule,
     bound_crossed,
@@ -29,10 +32,6 @@ from dfsu.unlearning.stopping import (
     recitation_floor,
     within,
 )
-
-if TYPE_CHECKING:
-    from dfsu.unlearning.checks import Checker
-    from dfsu.unlearning.data import UnlearnData
 
 
 def objective(
@@ -128,10 +127,10 @@ def check_every(method: Method, uc: UnlearnConfig) -> int:
     return uc.eval_every
 
 
-def _schedule(loop: TrainLoop, method: Method, uc: UnlearnConfig, data: UnlearnData):
+def _schedule(setup: Setup, data: UnlearnData):
     """The forget-batch loader, the public-text batches (or None), micro-batches per step,
     steps per epoch and the step budget."""
-    pad = data.pad
+    loop, method, uc, pad = setup.loop, setup.method, setup.uc, data.pad
     loader = loop.prepare_loader(_loader(data.train, uc, pad, data.seed))
     retain = None
     if method.needs_retain or uc.retain_weight > 0:
@@ -167,10 +166,9 @@ def _follow(loop: TrainLoop, checks: list, states: dict, rule: StopRule, entry: 
     return decision
 
 
-def stop_rule(method: Method, uc: UnlearnConfig, base: tuple) -> StopRule:
-    """The stopping policy of a run whose bounds are relative to ``base`` (the untouched
-    model's ``Checker.start_figures``)."""
-    bound = base[0] * (1 + uc.max_ppl_increase)
+def stop_rule(method: Method, uc: UnlearnConfig, base: Baseline) -> StopRule:
+    """The stopping policy of a run whose bounds are relative to ``base``."""
+    bound = base.check_ppl * (1 + uc.max_ppl_increase)
     return StopRule(
         bound,
         uc.patience,
@@ -178,7 +176,7 @@ def stop_rule(method: Method, uc: UnlearnConfig, base: tuple) -> StopRule:
         keep_rule(method, uc),
         uc.plateau_checks,
         uc.plateau_tolerance,
-        recitation_floor(base[2], uc.max_recitation_loss),
+        recitation_floor(base.recited, uc.max_recitation_loss),
     )
 
 
@@ -189,23 +187,21 @@ def _figures(check: dict[str, Any]) -> str:
 
 
 def train_steps(
-    loop: TrainLoop,
-    method: Method,
-    uc: UnlearnConfig,
+    setup: Setup,
     data: UnlearnData,
     checker: Checker,
-    name: str,
-    base: tuple[float, float, float | None] | None = None,
-):
+    label: str,
+    base: Baseline | None = None,
+) -> UnlearnResult:
     """Optimizer steps, a check every ``check_every`` steps, and what ``decide`` says after each.
 
     With checks on a subset of the held-out documents (``checker.has_confirm``), the kept
     check is the best one whose perplexity on all of them (``checker.confirm``) stays within
-    the bound (see ``stopping.confirmed_check``). ``base``: ``start_figures`` (checked subset,
-    all documents) the bound is relative to; default: this run's first check (later rounds
-    of dfsu-loop keep the original model's)."""
-    unwrapped = loop.unwrapped()
-    loader, retain, accumulation, per_epoch, total = _schedule(loop, method, uc, data)
+    the bound (see ``stopping.confirmed_check``). ``base``: the baseline the bounds are
+    relative to; default: this run's first check (later rounds of dfsu-loop keep the original
+    model's). ``label``: the progress bar's."""
+    loop, method, uc = setup.loop, setup.method, setup.uc
+    loader, retain, accumulation, per_epoch, total = _schedule(setup, data)
     every = check_every(method, uc)
 
     def loss_of(batch: dict) -> tuple[torch.Tensor, dict]:
@@ -214,13 +210,13 @@ def train_steps(
 
     checks = [checker.check(0, 0.0)]
     confirm = checker.confirm if checker.has_confirm else None  # None: the checks read all
-    base = base or checker.start_figures(checks[0])
-    start_ppl, rule = base[1], stop_rule(method, uc, base)
-    states = {0: lora_state(unwrapped)}  # adapters of the checks the policy may return to
+    base = base or checker.baseline(checks[0])
+    rule = stop_rule(method, uc, base)
+    states = {0: lora_state(loop.unwrapped())}  # adapters of the checks the policy may return to
     log: list[dict[str, Any]] = []
     stop_reason, step = "budget spent", 0
     loop.model.train()
-    with progress_bar(f"unlearn {name}", total) as bar:
+    with progress_bar(f"unlearn {label}", total) as bar:
         for epoch, micros in _steps(loader, accumulation, uc.epochs, retain):
             step += 1
             entry: dict[str, Any] = {"step": step, "epoch": epoch, **loop.step(micros, loss_of)}
@@ -244,26 +240,37 @@ def train_steps(
             bar.update(0, advance=1)
             if step >= total:
                 break
-    full_bound = start_ppl * (1 + uc.max_ppl_increase)
+    full_bound = base.ppl * (1 + uc.max_ppl_increase)
+    keep = _restore_kept(loop, checks, states, rule, confirm, full_bound)
+    return UnlearnResult(
+        checks=checks,
+        keep=keep,
+        kept_step=checks[keep]["step"],
+        steps=step,
+        total_steps=total,
+        stop_reason=stop_reason,
+        start_ppl=base.ppl,
+        ppl_bound=full_bound,
+        start_recited=base.recited,
+        backtracks=sum(1 for c in checks if c.get("backtrack")),
+        log=log,
+        train_texts=len(data.train),
+        held_texts=len(data.held),
+    )
+
+
+def _restore_kept(
+    loop: TrainLoop, checks: list, states: dict, rule: StopRule, confirm: Any, bound: float
+) -> int:
+    """The kept check (``stopping.confirmed_check``; ``confirm``: perplexity on all held-out
+    documents, or None when the checks read them all), its adapter restored."""
+    unwrapped = loop.unwrapped()
 
     def ppl_all_docs(i: int) -> float:
         set_peft_model_state_dict(unwrapped, states[i])
         checks[i]["ppl_all_docs"] = confirm()
         return checks[i]["ppl_all_docs"]
 
-    keep = confirmed_check(checks, rule, ppl_all_docs if confirm else None, full_bound)
+    keep = confirmed_check(checks, rule, ppl_all_docs if confirm else None, bound)
     set_peft_model_state_dict(unwrapped, states[keep])
-    return {
-        "checks": checks,
-        "log": log,
-        "keep": keep,
-        "steps": step,
-        "total": total,
-        "stop_reason": stop_reason,
-        "start_ppl": start_ppl,
-        "check_base": base[0],
-        "start_recited": base[2],
-        "bound": full_bound,
-        "check_bound": rule.bound,
-        "backtracks": sum(1 for c in checks if c.get("backtrack")),
-    }
+    return keep
