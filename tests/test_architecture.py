@@ -209,6 +209,28 @@ def test_the_owners_side_imports_nothing_of_the_simulation():
     assert ran <= set(reached)
 
 
+def test_dfsu_forget_on_the_command_line_loads_nothing_of_the_simulation(tmp_path):
+    """The command line imports only the group of the command given: `dfsu forget` up to its
+    first check loads no simulation module (break: the parser built from every group again,
+    whose `run` group imports the pipeline)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from dfsu.cli import main\n"
+        f"rc = main(['forget', '--model', {str(tmp_path / 'missing')!r}, '--out', "
+        f"{str(tmp_path / 'out')!r}])\n"
+        "print(rc, sorted(m for m in sys.modules if m.startswith('dfsu.')))\n"
+    )
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    rc, _, loaded = got.stdout.strip().partition(" ")
+    assert rc == "2" and "missing" in got.stderr, got.stderr  # the one-line error
+    assert "dfsu.cli.forget" in loaded and "dfsu.forget" in loaded
+    found = [s for s in SIMULATION if f"'{s}'" in loaded or f"'{s}." in loaded]
+    assert not found, found
+
+
 def _call_name(node: ast.Call) -> str:
     func = node.func
     return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")

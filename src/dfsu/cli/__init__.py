@@ -1,38 +1,40 @@
 """The `dfsu` command line: one subcommand per stage, each a thin call into the library.
 
 The parsers and commands live by group beside this module (pii, stages, method, run, forget,
-tools; what they share in common); here the parser is put together and a command dispatched."""
+tools; what they share in common); here the parser is put together and a command dispatched.
+Only the group of the command given is imported, so `dfsu forget` loads nothing of the
+simulation (`dfsu run`'s group imports the pipeline)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
 from dfsu import __version__
-from dfsu.cli.forget import add_forget_parser, cmd_forget
-from dfsu.cli.method import add_method_parsers, cmd_annotate, cmd_synthesize, cmd_unlearn
-from dfsu.cli.pii import (
-    add_pii_parsers,
-    cmd_pii_detect,
-    cmd_pii_generate,
-    cmd_pii_inspect,
-    cmd_pii_train_tagger,
-)
-from dfsu.cli.run import add_run_parsers, cmd_demo, cmd_run, cmd_sweep
-from dfsu.cli.stages import (
-    add_stage_parsers,
-    cmd_build_corpus,
-    cmd_invert,
-    cmd_train_inverter,
-    cmd_train_target,
-)
-from dfsu.cli.tools import add_tool_parsers, cmd_audit, cmd_config, cmd_evaluate, cmd_score
 from dfsu.components.allocator import keep_freed_memory
 from dfsu.errors import DfsuError
 
+# group (a module beside this one) -> (the function that adds its parsers, its commands); a
+# command's handler is the group's ``cmd_<command>`` (``cmd_pii_<subcommand>`` under pii).
+GROUPS = {
+    "pii": ("add_pii_parsers", ("pii",)),
+    "stages": ("add_stage_parsers", ("build-corpus", "train-target", "train-inverter", "invert")),
+    "method": ("add_method_parsers", ("unlearn", "synthesize", "annotate")),
+    "run": ("add_run_parsers", ("demo", "run", "sweep")),
+    "forget": ("add_forget_parser", ("forget",)),
+    "tools": ("add_tool_parsers", ("audit", "config", "score", "evaluate")),
+}
+COMMANDS = {command: group for group, (_, commands) in GROUPS.items() for command in commands}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _group(name: str):
+    return importlib.import_module(f"dfsu.cli.{name}")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command``'s group alone (a known command)."""
     parser = argparse.ArgumentParser(
         prog="dfsu",
         description="Data-free selective unlearning of memorized PII in causal language models.",
@@ -40,33 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dfsu {__version__}")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or chatter")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    add_pii_parsers(sub)
-    add_stage_parsers(sub)
-    add_method_parsers(sub)
-    add_run_parsers(sub)
-    add_forget_parser(sub)
-    add_tool_parsers(sub)
+    for group, (adder, _) in GROUPS.items():
+        if command not in COMMANDS or COMMANDS[command] == group:
+            getattr(_group(group), adder)(sub)
     return parser
 
 
-COMMANDS = {
-    "build-corpus": cmd_build_corpus,
-    "train-target": cmd_train_target,
-    "train-inverter": cmd_train_inverter,
-    "invert": cmd_invert,
-    "unlearn": cmd_unlearn,
-    "synthesize": cmd_synthesize,
-    "annotate": cmd_annotate,
-    "demo": cmd_demo,
-    "run": cmd_run,
-    "forget": cmd_forget,
-    "sweep": cmd_sweep,
-    "audit": cmd_audit,
-    "config": cmd_config,
-    "score": cmd_score,
-    "evaluate": cmd_evaluate,
-}
+def _command(argv: list[str]) -> str | None:
+    """The command named on the command line (its first argument that is no option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def _error(message: str) -> int:
@@ -90,7 +74,7 @@ def _os_error(exc: OSError, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command(sys.argv[1:] if argv is None else argv))
     try:
         args, extra = parser.parse_known_args(argv)
     except DfsuError as exc:  # an int flag out of its range (see common.int_flag)
@@ -106,15 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()  # faster training steps on CPU, the same values
     # Everything dfsu writes (run directories, generations, reports) may hold PII: owner-only.
     os.umask(0o077)
+    group = _group(COMMANDS[args.command])
     if args.command == "pii":
-        handler = {
-            "inspect": cmd_pii_inspect,
-            "generate": cmd_pii_generate,
-            "train-tagger": cmd_pii_train_tagger,
-            "detect": cmd_pii_detect,
-        }[args.pii_command]
+        handler = getattr(group, f"cmd_pii_{args.pii_command.replace('-', '_')}")
     else:
-        handler = COMMANDS[args.command]
+        handler = getattr(group, f"cmd_{args.command.replace('-', '_')}")
     try:
         return handler(args)
     except DfsuError as exc:
