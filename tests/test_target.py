@@ -164,6 +164,13 @@ def test_the_target_is_built_in_the_configured_architecture(arch):
     )
     model = build_model(cfg.target, 300, 0, 1)
     assert model.config.model_type == arch and arch in LORA_MODULES
-    assert model(input_ids=torch.tensor([[0, 5, 7]])).logits.shape == (1, 3, 300)
+    ids = torch.tensor([[0, 5, 7]])
+    out = model(input_ids=ids, labels=ids)
+    assert out.logits.shape == (1, 3, 300)
+    # The loss is named (transformers warns when it guesses it: GPT2LMHeadModel) and is the
+    # next-token cross-entropy (break: causal_loss left out, GPT-2's loss_type is None).
+    assert model.loss_type == "ForCausalLM"
+    expected = torch.nn.functional.cross_entropy(out.logits[0, :-1], ids[0, 1:])
+    assert torch.allclose(out.loss, expected)
     with pytest.raises(DfsuError, match="target.arch"):
         load_config("tiny", ["target.arch=bert"])

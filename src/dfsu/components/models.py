@@ -52,6 +52,15 @@ def refuse_symlinked(path: str | Path) -> Path:
     return path
 
 
+def causal_loss(model: Any) -> Any:
+    """``model`` with its loss named where its class name does not say it (GPT2LMHeadModel):
+    transformers falls back to the same causal-LM loss but warns on the first step with
+    labels; named, it computes the same loss without the warning."""
+    if getattr(model, "loss_type", "") is None:
+        model.loss_type = "ForCausalLM"
+    return model
+
+
 def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[Any, Any]:
     """Model + tokenizer from a local directory; a clear error when it is not a causal LM."""
     path = Path(path)
@@ -81,7 +90,7 @@ def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[A
         raise DfsuError(f"{path}: no usable tokenizer ({str(exc).splitlines()[0]})") from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return track(model), tokenizer
+    return track(causal_loss(model)), tokenizer
 
 
 def load_adapter(model: Any, path: str | Path) -> Any:

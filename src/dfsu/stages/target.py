@@ -20,7 +20,7 @@ import torch
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
 from dfsu.components.batches import collate, pack_documents
-from dfsu.components.models import cpu_bf16, load_causal_lm, pick_device
+from dfsu.components.models import causal_loss, cpu_bf16, load_causal_lm, pick_device
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import RunConfig, TargetConfig
 from dfsu.errors import DfsuError
@@ -84,7 +84,7 @@ def build_model(tc: TargetConfig, vocab_size: int, eos_id: int, pad_id: int) -> 
             tie_word_embeddings=False,
             **tokens,
         )
-        return GPT2LMHeadModel(config)
+        return causal_loss(GPT2LMHeadModel(config))
     if tc.arch == "llama":
         config = LlamaConfig(
             vocab_size=vocab_size,
