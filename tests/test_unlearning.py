@@ -497,6 +497,9 @@ def test_an_unlearning_returns_a_typed_result_written_as_its_summary(
     log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
     assert log == result.log
     assert UnlearnSummary.read(out).to_json() == written  # read back whole
+    (tmp_path / "old.json").write_text(json.dumps({k: written[k] for k in fields[:-1]}))
+    with pytest.raises(DfsuError, match="old.json: not an unlearning summary of this"):
+        UnlearnSummary.read(tmp_path / "old.json")  # another version's file: one line
 
 
 @pytest.mark.parametrize(

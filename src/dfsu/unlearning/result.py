@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dfsu.errors import DfsuError
+
 Check = dict[str, Any]  # {"step", "epoch", "ppl", "pii_loss", ...}: ``checks.Checker.check``
 
 
@@ -114,6 +116,13 @@ class UnlearnSummary:
     def read(cls, path: Path) -> UnlearnSummary:
         """A summary.json (``path``: the file or its directory) as written by ``to_json``."""
         path = Path(path)
-        raw = json.loads((path / "summary.json" if path.is_dir() else path).read_text())
+        path = path / "summary.json" if path.is_dir() else path
+        raw = json.loads(path.read_text())
         rounds = raw.pop("rounds", None)
-        return cls(**raw, rounds=None if rounds is None else tuple(Round(**r) for r in rounds))
+        try:
+            return cls(**raw, rounds=None if rounds is None else tuple(Round(**r) for r in rounds))
+        except TypeError:  # fields added or gone: another dfsu version wrote it
+            raise DfsuError(
+                f"{path}: not an unlearning summary of this dfsu version; redo the unlearning "
+                "(--force unlearn:NAME)"
+            ) from None
