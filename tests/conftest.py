@@ -127,10 +127,10 @@ MICRO_INVERTER = [
 def trained_micro_run(tmp_path_factory):
     """A micro run with corpus, target, tagger and the sealed owner's side (trained once per
     test session)."""
-    from dfsu.owner import seal_target
     from dfsu.pii.tagger import train_tagger
     from dfsu.rundir import save_config
     from dfsu.stages.corpus import build_corpus
+    from dfsu.stages.seal import seal_target
     from dfsu.stages.target import train_target
 
     cfg = load_config("tiny", MICRO + MICRO_INVERTER + ["target.epochs=3"])

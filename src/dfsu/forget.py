@@ -27,7 +27,7 @@ from typing import Any
 
 from dfsu.config import SOURCES, RunConfig, config_to_dict
 from dfsu.errors import DfsuError
-from dfsu.owner import MODEL_FILES, Owner, seal_public
+from dfsu.owner import MODEL_FILES, Owner
 from dfsu.owner_stages import stage_names
 from dfsu.rundir import (
     RunPaths,
@@ -38,6 +38,7 @@ from dfsu.rundir import (
     staged_dir,
 )
 from dfsu.stage_table import Recipe
+from dfsu.stages.seal import seal_public
 from dfsu.unlearning.result import UnlearnSummary
 
 

@@ -12,8 +12,9 @@ directory holds everything else they read:
     sealed/swap_pool.json  public substitute values, built without any record
     sealed/about.json    where each of them came from
 
-``dfsu run`` seals its target (``seal_target``) and produces every data-free row from the
-sealed copy; ``dfsu forget`` fills OUT/sealed from the owner's files around their own model.
+``dfsu run`` seals its target (the seal stage, ``stages.seal``) and produces every data-free row
+from the sealed copy; ``dfsu forget`` fills OUT/sealed from the owner's files around their own
+model.
 ``boundary`` enforces the seal: while it is active, opening a file under a refused directory
 (the simulation's RUN/data) is an error, whatever the code path.
 """
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.errors import DfsuError
-from dfsu.rundir import RunPaths, atomic_write_json, atomic_write_jsonl, read_jsonl, staged_dir
+from dfsu.rundir import RunPaths, atomic_write_json, atomic_write_jsonl, read_jsonl
 
 # The files of a Hugging Face model directory that make the model and its tokenizer: the
 # sealed copy holds these and nothing else (no training logs, no probes of the records).
@@ -50,8 +51,6 @@ MODEL_FILES = (
     "merges.txt",
     "*.model",
 )
-# The generator stream of the built-in public text: the target's language, other documents.
-PUBLIC_STREAM = "public"
 
 
 @dataclass(frozen=True)
@@ -109,6 +108,10 @@ def as_owner(where: Owner | str | Path) -> Owner:
 
 
 # --------------------------------------------------------------------------- public text
+
+
+# The generator stream of the built-in public text: the target's language, other documents.
+PUBLIC_STREAM = "public"
 
 
 def public_documents(cfg: Any) -> tuple[dict[str, list[str]], dict[str, Any]]:
@@ -175,26 +178,6 @@ def copy_model(source: Path, dest: Path) -> None:
                 copied += 1
     if not (dest / "config.json").is_file():
         raise DfsuError(f"{source}: no config.json to seal")
-
-
-def seal_target(cfg: Any, run: str | Path) -> Path:
-    """Stage: RUN/sealed/, the owner's side of the simulation: a copy of the trained target
-    (model files only) and the owner's public text and swap pool. Every data-free row is
-    produced from it; only the oracle, the retrain and the evaluation read RUN/data."""
-    paths = RunPaths(run)
-    with staged_dir(paths.sealed) as out:
-        copy_model(paths.target, out / "model")
-        write_sealed_public(cfg, out)
-    return paths.sealed
-
-
-def seal_public(cfg: Any, root: str | Path) -> Path:
-    """Stage (``dfsu forget``): ROOT/sealed/ with the owner's public text and swap pool; the
-    model stays where the owner keeps it."""
-    paths = RunPaths(root)
-    with staged_dir(paths.sealed) as out:
-        write_sealed_public(cfg, out)
-    return paths.sealed
 
 
 # --------------------------------------------------------------------------- the seal

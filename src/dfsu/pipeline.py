@@ -67,9 +67,10 @@ def run_pipeline(
     """corpus -> target -> inverter -> tagger -> synthesize -> annotate -> unlearn -> evaluate
     -> report. Rows of an earlier results.json that ``rows`` leaves out are an error unless
     ``drop_rows``."""
-    from dfsu.owner import run_owner, seal_target
+    from dfsu.owner import run_owner
     from dfsu.stages.corpus import build_corpus
     from dfsu.stages.report import write_report
+    from dfsu.stages.seal import seal_target
     from dfsu.stages.target import retrain_target, train_target
 
     rows = rows or default_rows(cfg)

@@ -233,7 +233,7 @@ def run_stage(
     under the key the pipeline would give it from the run's recorded upstream stages. A later
     `dfsu run` with the same config reuses it; one whose config or upstream differs recomputes
     it (and what follows)."""
-    from dfsu.owner import seal_target
+    from dfsu.stages.seal import seal_target
 
     keys = recorded_keys(run)
     if stage.kind in ("inverter", "synthesize", "annotate", "unlearn"):

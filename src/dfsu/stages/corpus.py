@@ -2,7 +2,7 @@
 
 ``build_corpus(cfg, run)`` is the stage: it writes RUN/data/ (pii_records.jsonl, train.jsonl,
 eval_general.jsonl, nli.jsonl, retain_records.jsonl, stats.json). The owner's side (public
-text, swap pool) is ``owner.seal_target``'s, built without any of it.
+text, swap pool) is ``stages.seal.seal_target``'s, built without any of it.
 """
 
 from __future__ import annotations
