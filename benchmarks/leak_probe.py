@@ -31,7 +31,7 @@ def main() -> int:
     from dfsu.components.models import pick_device
     from dfsu.evaluation.leak import leak_meter
     from dfsu.evaluation.probe import probe_of, replay
-    from dfsu.rundir import RunPaths, atomic_write_json
+    from dfsu.rundir import RunPaths
     from dfsu.stages.evaluate import _load_for_eval
 
     paths = RunPaths(args.run)
@@ -60,13 +60,21 @@ def main() -> int:
         values = [v["hit_pct"] if isinstance(v, dict) else v for v in values]
         print(f"Spearman({name}, E-Hit) over {len(rows)} rows: {spearman(values, e_hit):.2f}")
     if args.out:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-        note = f"leak_estimate.probe filled in by benchmarks/leak_probe.py at {commit or '?'}"
-        results.setdefault("provenance", {})["probe"] = note
-        atomic_write_json(args.out, results)
+        write_filled_in(results, "probe", "leak_estimate.probe", "leak_probe.py", args.out)
     return 0
+
+
+def write_filled_in(results: dict, key: str, what: str, script: str, out: Path) -> None:
+    """``results`` (a run's results.json with ``what`` filled in) to ``out``, its provenance
+    saying so under ``key``, with this checkout's commit."""
+    from dfsu.rundir import atomic_write_json
+
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    note = f"{what} filled in by benchmarks/{script} at {commit or '?'}"
+    results.setdefault("provenance", {})[key] = note
+    atomic_write_json(out, results)
 
 
 if __name__ == "__main__":

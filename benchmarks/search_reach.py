@@ -17,25 +17,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from pathlib import Path
+
+from leak_probe import write_filled_in  # beside this script
 
 
 def split_hits(samples: list[dict], found: set[str], clean) -> dict[str, float | int]:
-    """E-Hit's hits split by whether the entity's value is in ``found`` (pure): each
-    sample's distinct entities, hit when one of its generations contains the value (E-Hit's
-    rule); ``clean`` maps a value to the form the search keeps."""
-    count = {"found": [0, 0], "unfound": [0, 0]}
-    for sample in samples:
-        gens = [g.strip() for g in sample["generations"]]
-        for entity in set(sample["entities"]):
-            part = count["found" if clean(entity) in found else "unfound"]
-            part[0] += any(entity in g for g in gens)
-            part[1] += 1
+    """E-Hit's hits split by whether the entity's value is in ``found``: E-Hit's own rule
+    (``metrics.e_hit_by_label``) with "found"/"unfound" as the labels; ``clean`` maps a value
+    to the form the search keeps."""
+    from dfsu.evaluation.metrics import Sample, e_hit_by_label
+
+    rows = [Sample("", "", tuple(s["entities"]), tuple(s["generations"])) for s in samples]
+    labels = [{e: "found" if clean(e) in found else "unfound" for e in r.entities} for r in rows]
+    by = e_hit_by_label(rows, labels)
     out: dict[str, float | int] = {}
-    for name, (hit, total) in count.items():
-        out[f"{name}_hits"], out[f"{name}_entities"] = hit, total
-        out[f"{name}_E_Hit"] = round(100.0 * hit / total, 2) if total else None
+    for name in ("found", "unfound"):
+        part = by.get(name, {"hit": 0, "total": 0, "pct": None})
+        out[f"{name}_hits"], out[f"{name}_entities"] = part["hit"], part["total"]
+        out[f"{name}_E_Hit"] = None if part["pct"] is None else round(part["pct"], 2)
     hits = out["found_hits"] + out["unfound_hits"]
     out["reach_pct"] = round(100.0 * out["found_hits"] / hits, 1) if hits else None
     return out
@@ -48,7 +48,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from dfsu.evaluation.leak import clean_value
-    from dfsu.rundir import RunPaths, atomic_write_json
+    from dfsu.rundir import RunPaths
 
     paths = RunPaths(args.run)
     results = json.loads(paths.results.read_text())
@@ -71,12 +71,7 @@ def main() -> int:
             flush=True,
         )
     if args.out:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-        note = f"search_reach filled in by benchmarks/search_reach.py at {commit or '?'}"
-        results.setdefault("provenance", {})["search_reach"] = note
-        atomic_write_json(args.out, results)
+        write_filled_in(results, "search_reach", "search_reach", "search_reach.py", args.out)
     return 0
 
 
