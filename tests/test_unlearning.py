@@ -533,3 +533,29 @@ def test_distill_has_a_learning_rate_of_its_own():
     assert learning_rate(METHODS["distill"], unset) == unset.lr
     with pytest.raises(DfsuError, match=r"unlearning\.distill\.lr"):
         load_config("tiny", ["unlearning.distill.lr=0"])
+
+
+def test_a_loop_round_gets_its_share_of_the_perplexity_bound_when_spread():
+    """unlearning.loop.spread_bound: round k of n may use k/n of max_ppl_increase (the last
+    round all of it); off, every round the whole bound (break: the share not applied, or
+    applied off)."""
+    from dfsu.unlearning.data import Setup
+
+    cfg = load_config("tiny", ["unlearning.loop.rounds=4"])
+    setup = Setup(cfg, cfg.unlearning, None, None, None)
+    whole = cfg.unlearning.max_ppl_increase
+    assert [setup.for_round(k).uc.max_ppl_increase for k in (1, 4)] == [whole, whole]
+    spread = load_config("tiny", ["unlearning.loop.rounds=4", "unlearning.loop.spread_bound=true"])
+    setup = Setup(spread, spread.unlearning, None, None, None)
+    shares = [setup.for_round(k).uc.max_ppl_increase / whole for k in (1, 2, 4, 5)]
+    assert shares == pytest.approx([0.25, 0.5, 1.0, 1.0])
+    assert setup.for_round(1).uc.max_steps == cfg.unlearning.loop.steps
+
+
+def test_null_space_needs_retain_text(trained_micro_run, tmp_path):
+    """unlearning.null_space with no retain text is a one-line error, not a silent no-op."""
+    run = _copy(trained_micro_run[1], tmp_path)
+    overrides = FAST + ["unlearning.null_space=0.9", "unlearning.retain_weight=0"]
+    cfg = load_config(str(run / "config.yaml"), overrides)
+    with pytest.raises(DfsuError, match="null_space needs retain text"):
+        unlearn(cfg, run, "pscu", "oracle", name="ns")

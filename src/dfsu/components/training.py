@@ -59,6 +59,7 @@ class TrainLoop:
         self.trained_share = sum(trained) / max(1, sum(params))
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.clip = clip
+        self.after_step: Callable[[], None] | None = None
         self.cpu_bf16 = cpu and cpu_bf16
 
     @property
@@ -136,4 +137,6 @@ class TrainLoop:
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.after_step is not None:  # a constraint on the weights (unlearning.null_space)
+            self.after_step()
         return logged

@@ -73,6 +73,13 @@ class LoopConfig:
         bounds=(0, 100),
     )
     steps: int = _f(60, "most optimizer steps of each round", bounds=(1, 1_000_000))
+    spread_bound: bool = _f(
+        False,
+        "round k of n may raise perplexity k/n of unlearning.max_ppl_increase (the last "
+        "round all of it), so the first round leaves the later ones room; false: every "
+        "round the whole bound",
+        neutral=False,
+    )
 
     def __post_init__(self) -> None:
         _check_ranges(self, "unlearning.loop.")
@@ -118,6 +125,13 @@ class UnlearnConfig:
         "times each recited text is repeated in the retain text (its share of retain batches)",
         neutral=1,
         bounds=(1, 1000),
+    )
+    null_space: float | None = _f(
+        None,
+        "keep each LoRA update off the principal subspace holding this share of the energy of "
+        "the layer's inputs on the retain text (public text, recitations): 0.9, 0.99; "
+        "null: off",
+        neutral=None,
     )
     lora_target: str = _f(
         "mlp", "mlp, attention, full (both) or mlp+head (the MLPs and the output embedding)"
@@ -243,4 +257,9 @@ class UnlearnConfig:
         _check(0 < self.holdout < 1, "unlearning.holdout", "must be in (0, 1)")
         _check(self.plateau_tolerance >= 0, "unlearning.plateau_tolerance", "must be >= 0")
         _check(self.max_ppl_increase > 0, "unlearning.max_ppl_increase", "must be > 0")
+        _check(
+            self.null_space is None or 0 < self.null_space < 1,
+            "unlearning.null_space",
+            "must be between 0 and 1 (a share of energy) or null",
+        )
         _check(self.keep_by in ("proxy", "leak"), "unlearning.keep_by", "must be proxy or leak")

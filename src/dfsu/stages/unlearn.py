@@ -252,6 +252,7 @@ def unlearn(
     setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.target.device), tokenizer)
     loop = setup.loop
     inputs, recited = _add_recitations(setup, run, inputs)
+    _constrain(uc, loop, inputs)
     tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
     meter = None
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
@@ -290,6 +291,28 @@ def unlearn(
 
         shutil.rmtree(owner.paths.rounds(name), ignore_errors=True)
     return owner.paths.unlearned(name)
+
+
+def _constrain(uc: UnlearnConfig, loop: TrainLoop, inputs: UnlearnData) -> None:
+    """``unlearning.null_space``: every LoRA A kept off its layer's principal input subspace
+    on the retain text, from the start and after every optimizer step."""
+    from dfsu.ui import info
+    from dfsu.unlearning.nullspace import principal_bases, project_out
+
+    if uc.null_space is None:
+        return
+    if not inputs.retain:
+        raise DfsuError(
+            "unlearning.null_space needs retain text: set unlearning.retain_weight > 0 "
+            "(the owner's public text) or unlearning.retain_self"
+        )
+    model = loop.unwrapped()
+    bases = principal_bases(model, inputs.retain, inputs.pad, uc.null_space, loop.device)
+    model.train()
+    project_out(model, bases)
+    loop.after_step = lambda: project_out(model, bases)
+    dims = sorted({(b.shape[1], b.shape[0]) for b in bases.values()})
+    info(f"null space: the adapters avoid {', '.join(f'{k} of {n}' for k, n in dims)} dimensions")
 
 
 def _bound_recitations(cfg: Any, run: Path, loop: TrainLoop, tokenizer: Any):

@@ -24,11 +24,16 @@ class Setup:
     loop: TrainLoop
     tokenizer: Any
 
-    def for_round(self) -> Setup:
-        """A dfsu-loop round's: at most ``unlearning.loop.steps`` optimizer steps."""
-        return dataclasses.replace(
-            self, uc=dataclasses.replace(self.uc, max_steps=self.uc.loop.steps)
+    def for_round(self, number: int) -> Setup:
+        """dfsu-loop's round ``number`` (1 is the first that trains): at most
+        ``unlearning.loop.steps`` optimizer steps, and with ``unlearning.loop.spread_bound``
+        ``number / rounds`` of the perplexity bound."""
+        loop = self.uc.loop
+        share = min(1.0, number / max(loop.rounds, 1)) if loop.spread_bound else 1.0
+        uc = dataclasses.replace(
+            self.uc, max_steps=loop.steps, max_ppl_increase=self.uc.max_ppl_increase * share
         )
+        return dataclasses.replace(self, uc=uc)
 
 
 @dataclasses.dataclass(frozen=True)

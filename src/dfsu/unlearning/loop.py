@@ -45,7 +45,6 @@ def loop_rounds(
     from dfsu.ui import info
 
     cfg, uc, loop, tokenizer = setup.cfg, setup.uc, setup.loop, setup.tokenizer
-    round_setup = setup.for_round()
     unwrapped = loop.unwrapped()
     first = checker.check(0, 0.0)
     base = checker.baseline(first)
@@ -75,6 +74,7 @@ def loop_rounds(
         loop.set_lr(learning_rate(setup.method, uc) * 0.5**collapsed)
         # The round's checks read the held-out share of its own texts.
         round_checker = checker.for_round(data)
+        round_setup = setup.for_round(number + 1)
         trained = train_steps(round_setup, data, round_checker, f"{name} r{number + 1}", base)
         number += 1
     set_peft_model_state_dict(unwrapped, state.load(best.round))
@@ -136,6 +136,7 @@ def _kept(
         kept_step=sum(r.kept_step for r in state.rounds[: best + 1]),
         steps=sum(r.steps for r in state.rounds),
         total_steps=uc.loop.rounds * uc.loop.steps,
+        ppl_bound=state.passes[best].start_ppl * (1 + uc.max_ppl_increase),
         stop_reason=reason,
         log=[e for p in state.passes for e in p.log],
         train_texts=len(data.train),

@@ -1,0 +1,79 @@
+"""Null-space LoRA (``unlearning.null_space``): keep each adapter's update off the inputs the
+model sees on text it should keep.
+
+For every LoRA-wrapped layer, the inputs it receives on the retain text (the owner's public
+text and, with ``unlearning.retain_self``, the model's own PII-free recitations) span a
+principal subspace; ``null_space`` is the share of their energy (the uncentred second moment)
+that subspace holds. The adapter's down-projection A is kept orthogonal to it, after every
+optimizer step, so the update B·A·x is zero for an input x inside it: the model's behaviour
+on the retain text changes only through what lies outside (AlphaEdit's null-space constraint,
+applied to LoRA's A rather than to a closed-form edit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dfsu.components.batches import collate_masked
+
+
+def principal_bases(
+    model: Any, retain: list[dict[str, Any]], pad: int, energy: float, device: Any, batch: int = 16
+) -> dict[str, torch.Tensor]:
+    """{LoRA module path: the orthonormal columns U [in, k] of the smallest subspace holding
+    ``energy`` of the second moment of that layer's inputs on ``retain`` (encoded texts)}."""
+    layers = _lora_layers(model)
+    moments: dict[str, torch.Tensor] = {}
+    mask: list[torch.Tensor] = []
+
+    def hook(path: str):
+        def record(_module: Any, args: tuple) -> None:
+            x = args[0].detach().float()
+            x = x[mask[0].bool()] if x.dim() == 3 else x  # real tokens only
+            moments[path] = moments.get(path, 0) + x.T @ x
+
+        return record
+
+    handles = [layer.register_forward_pre_hook(hook(path)) for path, layer in layers.items()]
+    model.eval()
+    try:
+        with torch.no_grad():
+            for i in range(0, len(retain), batch):
+                cols = collate_masked(retain[i : i + batch], pad)
+                mask[:] = [cols["attention_mask"].to(device)]
+                model(input_ids=cols["input_ids"].to(device), attention_mask=mask[0])
+    finally:
+        for h in handles:
+            h.remove()
+    return {path: top_subspace(m, energy) for path, m in moments.items()}
+
+
+def top_subspace(moment: torch.Tensor, energy: float) -> torch.Tensor:
+    """The eigenvectors of a symmetric PSD ``moment`` with the largest eigenvalues, as few as
+    hold ``energy`` of its trace (pure)."""
+    values, vectors = torch.linalg.eigh(moment.double())
+    values, vectors = values.flip(0).clamp(min=0), vectors.flip(1)
+    share = values.cumsum(0) / values.sum().clamp(min=1e-30)
+    k = int((share < energy).sum()) + 1
+    return vectors[:, : min(k, len(values))].float()
+
+
+def project_out(model: Any, bases: dict[str, torch.Tensor]) -> None:
+    """Every LoRA A made orthogonal to its layer's subspace: A <- A - (A U) U^T."""
+    layers = _lora_layers(model)
+    with torch.no_grad():
+        for path, basis in bases.items():
+            for a in layers[path].lora_A.values():
+                u = basis.to(a.weight.device, a.weight.dtype)
+                a.weight -= (a.weight @ u) @ u.T
+
+
+def _lora_layers(model: Any) -> dict[str, Any]:
+    """{path: module} of the modules carrying LoRA adapters."""
+    return {
+        path: m
+        for path, m in model.named_modules()
+        if hasattr(m, "lora_A") and hasattr(m, "base_layer") and len(m.lora_A)
+    }
