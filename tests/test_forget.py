@@ -223,8 +223,8 @@ def test_forget_makes_a_memorizing_gpt2_and_llama_forget_records_of_unknown_shap
     from transformers import AutoConfig
 
     from dfsu.owner import copy_model
-    from dfsu.stages.corpus import build_corpus
-    from dfsu.stages.target import train_target
+    from dfsu.simulation.stages.corpus import build_corpus
+    from dfsu.simulation.stages.target import train_target
     from dfsu.unlearning.lora import lora_modules
 
     _, micro = trained_micro_run  # its tokenizer: the byte-level BPE of MEMORIZING's size
