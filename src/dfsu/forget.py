@@ -122,8 +122,8 @@ def forget(
     """The owner's run: seal the public side, tagger, the method's stages, the measurements
     before and after, then OUT/merged, OUT/adapter, OUT/summary.json and OUT/report.html."""
     from dfsu.evaluation.attacks import owner_attacks
-    from dfsu.owner_stages import check_force, pseudo_stages, unlearn_stage
-    from dfsu.stage_runner import Stages, tagger_stage
+    from dfsu.owner_stages import check_force, pseudo_stages, tagger_stage, unlearn_stage
+    from dfsu.stage_runner import Stages
     from dfsu.stage_table import EVALUATE, EVALUATE_ATTACKS, SEAL_PUBLIC
 
     if method not in FORGET_METHODS:

@@ -16,7 +16,13 @@ from typing import Any
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.owner import Owner
-from dfsu.owner_stages import check_force, pseudo_stages, unlearn_stage
+from dfsu.owner_stages import (
+    check_force,
+    early_tagger,
+    pseudo_stages,
+    tagger_stage,
+    unlearn_stage,
+)
 from dfsu.owner_stages import stage_names as owner_stage_names
 from dfsu.rundir import RunPaths, atomic_write_json, create_run_dir, owner_only, save_config
 from dfsu.simulation.results import (
@@ -37,7 +43,7 @@ from dfsu.simulation.rows import (
     default_rows,
     row_recipe,
 )
-from dfsu.stage_runner import EarlyTagger, Profile, Stages, tagger_stage
+from dfsu.stage_runner import Profile, Stages
 from dfsu.stage_table import CORPUS, EVALUATE, READS, RETRAIN, SEAL, TARGET
 
 # The public names, this module's and those re-exported for the commands and the tests, which
@@ -92,7 +98,7 @@ def run_pipeline(
     # Stage 0: data and the target that memorizes it. ``stage.keys``: stage name -> key.
     stage(CORPUS, "", lambda c: build_corpus(c, run))
     # The tagger reads no model: its one-core training runs beside the target's.
-    early = EarlyTagger.start(cfg, run, stage, _needs_pseudo(rows))
+    early = early_tagger(cfg, run, stage, _needs_pseudo(rows))
     stage(TARGET, "", lambda c: train_target(c, run))
     if "retrain" in rows:  # the reference: the same recipe without the private records
         stage(RETRAIN, "", lambda c: retrain_target(c, run))
