@@ -20,8 +20,8 @@ from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.pii.run_records import read_records
-from dfsu.stages.corpus import build_corpus
-from dfsu.stages.target import train_target
+from dfsu.simulation.stages.corpus import build_corpus
+from dfsu.simulation.stages.target import train_target
 from dfsu.ui import set_quiet
 
 

@@ -129,9 +129,9 @@ def trained_micro_run(tmp_path_factory):
     test session)."""
     from dfsu.pii.tagger import train_tagger
     from dfsu.rundir import save_config
-    from dfsu.stages.corpus import build_corpus
+    from dfsu.simulation.stages.corpus import build_corpus
+    from dfsu.simulation.stages.target import train_target
     from dfsu.stages.seal import seal_target
-    from dfsu.stages.target import train_target
 
     cfg = load_config("tiny", MICRO + MICRO_INVERTER + ["target.epochs=3"])
     run = tmp_path_factory.mktemp("micro") / "run"
@@ -201,7 +201,7 @@ MEMORIZING_UNLEARNING = [
 def memorizing_run(tmp_path_factory):
     """``dfsu run`` of MEMORIZING_ROWS on a target that memorizes its private and public
     records (once per test session): (config, run directory, results.json)."""
-    from dfsu.pipeline import run_pipeline
+    from dfsu.simulation.pipeline import run_pipeline
 
     root = tmp_path_factory.mktemp("memorizing")
     cfg = memorizing_config(write_shapes(root / "shapes.txt"), *MEMORIZING_UNLEARNING)

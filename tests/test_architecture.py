@@ -1,5 +1,5 @@
-"""The code's shape: stages import components, never each other; functions and modules stay
-short."""
+"""The code's shape: the simulation around the owner's path, never in it; stages import
+components, never each other; functions and modules stay short."""
 
 from __future__ import annotations
 
@@ -9,33 +9,40 @@ from pathlib import Path
 import dfsu
 
 SRC = Path(dfsu.__file__).parent
-# One module per stage under dfsu.stages, each one stage function (the pipeline's order);
-# everything else but the orchestrators is a library module.
-STAGES = {f"dfsu.stages.{p.stem}" for p in (SRC / "stages").glob("*.py") if p.stem != "__init__"}
+# The simulation is one package around the owner's path: the corpus and the target that
+# memorizes it, the rows of `dfsu run` and their results, sweeps, the record shapes the owner
+# never has. Outside it, only the command groups that run it import it (`dfsu run`, `sweep`,
+# `demo`; `build-corpus`, `train-target`).
+SIMULATION = "dfsu.simulation"
+RUN_THE_SIMULATION = {"dfsu.cli.run", "dfsu.cli.stages"}
+# One module per stage, each one stage function: the owner's (and the evaluator's) under
+# dfsu.stages, the simulation's corpus and target under dfsu.simulation.stages; everything
+# else but the orchestrators is a library module.
+STAGES = {
+    f"{package}.{p.stem}"
+    for package in ("dfsu.stages", "dfsu.simulation.stages")
+    for p in SRC.joinpath(*package.split(".")[1:]).glob("*.py")
+    if p.stem != "__init__"
+}
 ORCHESTRATORS = {
-    "dfsu.pipeline",
     "dfsu.stage_runner",
     "dfsu.owner_stages",
-    "dfsu.rows",
-    "dfsu.results",
-    "dfsu.sweep",
     "dfsu.forget",
+    "dfsu.simulation.pipeline",
+    "dfsu.simulation.rows",
+    "dfsu.simulation.results",
+    "dfsu.simulation.sweep",
 }
 # The command line is a package, a module per command group: every module in it orchestrates.
 ORCHESTRATOR_PACKAGES = {"dfsu.cli"}
 # The owner's side: `dfsu forget` and what it runs (the runner, the stage table, the owner's
 # stages). What it imports, transitively, never builds a corpus, a target or an oracle's data,
-# nor knows the simulation's rows and results.
+# nor knows the simulation's rows and results: it reaches no module of the simulation.
 OWNER_SIDE = ("dfsu.forget", "dfsu.owner_stages", "dfsu.stage_runner", "dfsu.stage_table")
-SIMULATION = (
-    "dfsu.pipeline",
-    "dfsu.rows",
-    "dfsu.results",
-    "dfsu.sweep",
-    "dfsu.simulation",
-    "dfsu.stages.corpus",
-    "dfsu.stages.target",
-)
+
+
+def _simulation(module: str) -> bool:
+    return module == SIMULATION or module.startswith(f"{SIMULATION}.")
 
 
 def _orchestrates(module: str) -> bool:
@@ -65,17 +72,11 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def test_the_stages_are_the_pipelines_eight():
-    assert {name.rsplit(".", 1)[1] for name in STAGES} == {
-        "corpus",
-        "target",
-        "seal",
-        "inverter",
-        "synthesis",
-        "unlearn",
-        "evaluate",
-        "report",
-    }
+def test_the_stages_are_the_pipelines_nine():
+    simulation = {f"dfsu.simulation.stages.{s}" for s in ("corpus", "target")}
+    names = ("seal", "tagger", "inverter", "synthesis", "unlearn", "evaluate", "report")
+    owner = {f"dfsu.stages.{s}" for s in names}
+    assert simulation | owner == STAGES
 
 
 def _node(module: str) -> str:
@@ -165,16 +166,27 @@ def test_no_module_is_longer_than_500_lines():
     assert not long, long
 
 
+def test_outside_the_simulation_only_the_commands_that_run_it_import_it():
+    """No stage, library module or orchestrator of the owner's side imports the simulation,
+    at module level or inside a function (break: the report stage reading the rows from
+    ``simulation.rows``, or the runner the pipeline's helpers)."""
+    importers = {
+        name
+        for name, path in _modules().items()
+        if not _simulation(name) and any(_simulation(m) for m in _imports(path))
+    }
+    assert importers == RUN_THE_SIMULATION
+
+
 def test_only_the_corpus_stage_reads_the_unknown_shapes():
     """The record shapes of ``data.shapes: unknown`` are the simulation's secret: a data-free
     module that imported them would let the owner's side prompt with the shapes it must find."""
     readers = {
         name
         for name, path in _modules().items()
-        if any(m == "dfsu.simulation" or m.startswith("dfsu.simulation.") for m in _imports(path))
-        and not name.startswith("dfsu.simulation")
+        if "dfsu.simulation.shapes" in _imports(path) and name != "dfsu.simulation.shapes"
     }
-    assert readers == {"dfsu.stages.corpus"}
+    assert readers == {"dfsu.simulation.stages.corpus"}
 
 
 def _reached(roots: tuple[str, ...]) -> dict[str, list[str]]:
@@ -200,14 +212,12 @@ def test_the_owners_side_imports_nothing_of_the_simulation():
     importing the pipeline's helpers, or the runner reading the simulation's rows)."""
     reached = _reached(OWNER_SIDE)
     offenders = [
-        " -> ".join(chain)
-        for module, chain in sorted(reached.items())
-        if any(module == s or module.startswith(f"{s}.") for s in SIMULATION)
+        " -> ".join(chain) for module, chain in sorted(reached.items()) if _simulation(module)
     ]
     assert not offenders, offenders
     # what forget runs is in the walk: the owner's boundary and the stage functions it calls
-    ran = {"dfsu.owner", "dfsu.stages.seal", "dfsu.stages.inverter", "dfsu.stages.synthesis"}
-    ran |= {"dfsu.stages.unlearn"}
+    ran = {"dfsu.owner", "dfsu.stages.seal", "dfsu.stages.tagger", "dfsu.stages.inverter"}
+    ran |= {"dfsu.stages.synthesis", "dfsu.stages.unlearn"}
     assert ran <= set(reached)
 
 
@@ -229,7 +239,7 @@ def test_dfsu_forget_on_the_command_line_loads_nothing_of_the_simulation(tmp_pat
     rc, _, loaded = got.stdout.strip().partition(" ")
     assert rc == "2" and "missing" in got.stderr, got.stderr  # the one-line error
     assert "dfsu.cli.forget" in loaded and "dfsu.forget" in loaded
-    found = [s for s in SIMULATION if f"'{s}'" in loaded or f"'{s}." in loaded]
+    found = [m for m in ast.literal_eval(loaded) if _simulation(m)]
     assert not found, found
 
 
@@ -255,7 +265,8 @@ def test_the_stage_table_alone_names_a_stages_outputs():
     stage's outputs (breaks: ``stage(name, upstream, [paths.train], fn)``, ``seal_outputs``)."""
     import inspect
 
-    from dfsu.stage_runner import Stages, run_stage
+    from dfsu.owner_stages import run_stage
+    from dfsu.stage_runner import Stages
 
     for fn in (Stages.__call__, Stages.due, run_stage):
         assert "outputs" not in inspect.signature(fn).parameters, fn

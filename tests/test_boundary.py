@@ -83,8 +83,9 @@ def test_the_tagger_child_is_held_to_the_boundary_in_its_own_process(tmp_path, m
     runs behind the boundary itself, and a read of the data there fails it (the parent then
     trains in place, behind the stage's boundary, and fails the same way)."""
     import dfsu.pii.tagger
-    from dfsu.stage_runner import EarlyTagger, Stages
+    from dfsu.stage_runner import Stages
     from dfsu.stage_table import TAGGER
+    from dfsu.stages.tagger import EarlyTagger
 
     run, secrets = _run_with_secrets(tmp_path)
     cfg = load_config("tiny", MICRO)

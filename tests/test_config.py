@@ -225,7 +225,7 @@ def test_grouped_settings_keep_their_flat_names_in_stage_keys():
 
 
 def test_a_sweep_grid_may_use_an_old_key():
-    from dfsu.sweep import _override, parse_axis, points
+    from dfsu.simulation.sweep import _override, parse_axis, points
 
     grid = points([parse_axis("unlearning.distill_gamma=10,20")])
     cfgs = [load_config("tiny", [_override(k, v) for k, v in p.items()]) for p in grid]

@@ -7,7 +7,7 @@ import pytest
 from dfsu.components.text import generate_documents
 from dfsu.errors import DfsuError
 from dfsu.pii.run_records import read_records
-from dfsu.stages.corpus import build_corpus, generate_nli, load_documents, load_nli
+from dfsu.simulation.stages.corpus import build_corpus, generate_nli, load_documents, load_nli
 
 
 def test_generated_documents_are_deterministic_and_zipfian():

@@ -4,9 +4,10 @@ in the stage, its messages shown by the stage, and a failed child trained again 
 import json
 
 from dfsu.config import load_config
+from dfsu.owner_stages import early_tagger, tagger_stage
 from dfsu.pii.tagger import train_tagger
 from dfsu.rundir import create_run_dir
-from dfsu.stage_runner import EarlyTagger, Stages, tagger_stage
+from dfsu.stage_runner import Stages
 
 SMALL = [
     "tagger.records=200",
@@ -22,7 +23,7 @@ def test_the_early_tagger_is_the_stage_s_tagger(tmp_path, capsys, monkeypatch):
     cfg = load_config("tiny", SMALL)
     run = create_run_dir(tmp_path / "run")
     stage = Stages(cfg, run, set())
-    early = EarlyTagger.start(cfg, run, stage, pseudo=True)
+    early = early_tagger(cfg, run, stage, pseudo=True)
     assert early is not None and early.process.pid is not None
     key = tagger_stage(cfg, run, stage, True, early)
     assert early.process.exitcode == 0 and not (run / "tagger.log").exists()
@@ -34,7 +35,7 @@ def test_the_early_tagger_is_the_stage_s_tagger(tmp_path, capsys, monkeypatch):
     assert manifest["stages"]["tagger"]["status"] == "done"
     # Recorded: a second run starts no child and reuses the stage.
     again = Stages(cfg, run, set())
-    assert EarlyTagger.start(cfg, run, again, pseudo=True) is None
+    assert early_tagger(cfg, run, again, pseudo=True) is None
     assert tagger_stage(cfg, run, again, True, None) == key
 
 
@@ -46,7 +47,7 @@ def test_a_failed_child_is_trained_again_in_the_stage(tmp_path, monkeypatch):
 
     real = tagger_module.train_tagger
     monkeypatch.setattr(tagger_module, "train_tagger", _broken)  # the child forks with it
-    early = EarlyTagger.start(cfg, run, stage, pseudo=True)
+    early = early_tagger(cfg, run, stage, pseudo=True)
     early.process.join()
     assert early.process.exitcode == 1
     monkeypatch.setattr(tagger_module, "train_tagger", real)
@@ -57,7 +58,7 @@ def test_a_failed_child_is_trained_again_in_the_stage(tmp_path, monkeypatch):
 def test_no_child_when_no_annotator_needs_a_tagger(tmp_path):
     cfg = load_config("tiny", [*SMALL, "synthesis.annotator=pattern", "leak.annotator=pattern"])
     run = create_run_dir(tmp_path / "run")
-    assert EarlyTagger.start(cfg, run, Stages(cfg, run, set()), pseudo=True) is None
+    assert early_tagger(cfg, run, Stages(cfg, run, set()), pseudo=True) is None
 
 
 def _broken(*args, **kwargs):

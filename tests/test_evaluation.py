@@ -227,7 +227,7 @@ def test_evaluate_with_a_peft_adapter_and_show_pii(trained_run, tmp_path):
 def test_one_token_labels_are_read_from_one_sequence_per_prompt_with_the_same_scores():
     from dfsu.config import TargetConfig
     from dfsu.evaluation.utility import label_scores
-    from dfsu.stages.target import build_model
+    from dfsu.simulation.stages.target import build_model
 
     torch.manual_seed(0)
     tc = TargetConfig(vocab_size=300, hidden_size=32, num_layers=1, num_heads=2)

@@ -223,8 +223,8 @@ def test_forget_makes_a_memorizing_gpt2_and_llama_forget_records_of_unknown_shap
     from transformers import AutoConfig
 
     from dfsu.owner import copy_model
-    from dfsu.stages.corpus import build_corpus
-    from dfsu.stages.target import train_target
+    from dfsu.simulation.stages.corpus import build_corpus
+    from dfsu.simulation.stages.target import train_target
     from dfsu.unlearning.lora import lora_modules
 
     _, micro = trained_micro_run  # its tokenizer: the byte-level BPE of MEMORIZING's size
@@ -323,7 +323,7 @@ def test_forget_refuses_a_foreign_out_directory_and_unknown_methods(tmp_path, ca
 
 
 def test_the_probe_in_words_says_what_came_back_and_nothing_without_a_probe():
-    from dfsu.forget import probe_words
+    from dfsu.forget_report import probe_words
 
     before = {"prefixes": 12, "values": 20, "given_back": 17, "hit_pct": 55.04}
     after = {"prefixes": 12, "values": 20, "given_back": 2, "hit_pct": 3.0}

@@ -35,8 +35,8 @@ def test_truncated_weights_are_a_one_line_error(trained_micro_run, tmp_path, cap
 
 
 def test_the_manifest_reader_accepts_what_the_pipeline_writes(tmp_path, micro_cfg):
-    from dfsu.pipeline import Stages
     from dfsu.rundir import read_manifest
+    from dfsu.simulation.pipeline import Stages
     from dfsu.stage_table import CORPUS
 
     assert read_manifest(tmp_path / "manifest.json") == {}
@@ -128,7 +128,7 @@ def test_damaged_taggers_are_one_line_errors_and_odd_text_is_tagged(tmp_path, ca
 
 
 def test_undefined_metrics_do_not_break_the_report_or_the_best_row(tmp_path):
-    from dfsu.results import best_data_free
+    from dfsu.simulation.results import best_data_free
     from dfsu.stages.report import write_report
 
     rows = [

@@ -18,8 +18,8 @@ from dfsu.inversion.vocab import (
     vocab_coverage,
 )
 from dfsu.pii.run_records import read_records
+from dfsu.simulation.stages.target import train_tokenizer
 from dfsu.stages.inverter import train_inverter
-from dfsu.stages.target import train_tokenizer
 
 TEXTS = [
     "The fresh soup was warm and the chef served it.",

@@ -172,7 +172,7 @@ def test_found_prefixes_take_the_text_before_the_first_value_not_handed_in():
 
 
 def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
-    from dfsu.forget import leak_words
+    from dfsu.forget_report import leak_words
 
     free = {"samples": 256, "with_pii": 0, "prompts": 0, "confirmed": 0}
     blind = {"consistent": 0, "sources": {"shapes": {"prompts": 8, "confirmed": 0}, "free": free}}

@@ -21,8 +21,8 @@ from dfsu.pii.llm import (
     locate,
     parse_entities,
 )
+from dfsu.simulation.stages.target import build_model, train_tokenizer
 from dfsu.stages.synthesis import annotate
-from dfsu.stages.target import build_model, train_tokenizer
 
 KNOWN = {
     "Login from 10.1.2.3 by zoe_k.": [

@@ -10,7 +10,7 @@ from conftest import FAST_UNLEARNING, MICRO, MICRO_INVERTER
 
 from dfsu.cli import main
 from dfsu.config import load_config
-from dfsu.pipeline import KNOWN_ROWS, READS, default_rows, run_pipeline
+from dfsu.simulation.pipeline import KNOWN_ROWS, READS, default_rows, run_pipeline
 
 FAST = [
     *FAST_UNLEARNING,
@@ -50,7 +50,7 @@ def _recorder(event, args):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    from dfsu.pipeline import Stages
+    from dfsu.simulation.pipeline import Stages
 
     run = tmp_path_factory.mktemp("pipeline") / "run"
     sys.addaudithook(_recorder)  # hooks stay for the process: _WATCH switches this one off
@@ -241,7 +241,7 @@ def test_every_stage_kind_ran_through_a_view_of_its_declared_sections(reference)
 
 def test_a_stage_reading_an_undeclared_section_fails_and_records_nothing(tmp_path, micro_cfg):
     from dfsu.errors import DfsuError
-    from dfsu.pipeline import Stages
+    from dfsu.simulation.pipeline import Stages
     from dfsu.stage_table import UNLEARN, Recipe
 
     recipe = Recipe("pscu", "pseudo", "self")
@@ -381,7 +381,7 @@ def test_report_renders_in_headless_chromium(reference, tmp_path):
 
 
 def test_best_data_free_row_is_the_lowest_e_hit_within_the_perplexity_bound():
-    from dfsu.results import best_data_free
+    from dfsu.simulation.results import best_data_free
 
     rows = [
         {"method": "original", "E_Hit": 80.0, "ERR": 50.0, "PPL": 4.0},

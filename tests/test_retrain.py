@@ -11,11 +11,11 @@ from dfsu.config import load_config
 from dfsu.errors import DfsuError
 from dfsu.evaluation.metrics import kolmogorov_sf, ks_2samp
 from dfsu.pii.run_records import read_records
-from dfsu.pipeline import run_pipeline
-from dfsu.results import add_vs_retrain
 from dfsu.rundir import read_jsonl
-from dfsu.stages.corpus import build_corpus
-from dfsu.stages.target import retrain_rows, retrain_target, train_target
+from dfsu.simulation.pipeline import run_pipeline
+from dfsu.simulation.results import add_vs_retrain
+from dfsu.simulation.stages.corpus import build_corpus
+from dfsu.simulation.stages.target import retrain_rows, retrain_target, train_target
 
 _OPENED: list[str] | None = None
 

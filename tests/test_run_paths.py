@@ -116,7 +116,7 @@ def test_an_unknown_forced_stage_is_an_error(tmp_path, capsys, stage):
 
 def test_known_forced_stages_pass():
     from dfsu.owner_stages import check_force
-    from dfsu.pipeline import stage_names
+    from dfsu.simulation.pipeline import stage_names
 
     known = ["target", "unlearn:ga", "evaluate:dfsu-loop", "annotate:self", "unlearn"]
     known += ["evaluate:original", "evaluate:retrain", "retrain"]

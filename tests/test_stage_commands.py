@@ -95,7 +95,7 @@ def test_the_command_table_in_order_then_run(tmp_path, capsys):
 
 
 def test_the_demo_runs_its_rows_or_the_ones_given(tmp_path, monkeypatch, capsys):
-    from dfsu import pipeline
+    from dfsu.simulation import pipeline
 
     asked = []
 

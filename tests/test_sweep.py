@@ -7,7 +7,7 @@ from conftest import FAST_UNLEARNING, MICRO
 from dfsu.cli import main
 from dfsu.config import configs_dir
 from dfsu.errors import DfsuError
-from dfsu.sweep import (
+from dfsu.simulation.sweep import (
     Sweep,
     load_sweep_file,
     nearest_point,
@@ -57,7 +57,7 @@ def test_a_point_starts_from_the_earlier_point_of_its_first_axes_values():
 )
 def test_every_shipped_sweep_file_resolves_to_valid_configs(path):
     from dfsu.config import load_config
-    from dfsu.sweep import _override
+    from dfsu.simulation.sweep import _override
 
     sweep = load_sweep_file(path)
     grid = points(sweep.axes)
@@ -128,7 +128,7 @@ def test_sweep_reuses_unaffected_stages_and_writes_json_and_html(tmp_path):
 
 def test_sweep_from_an_existing_run_reuses_its_target(tmp_path):
     from dfsu.config import load_config
-    from dfsu.pipeline import run_pipeline
+    from dfsu.simulation.pipeline import run_pipeline
 
     base = tmp_path / "base"
     run_pipeline(load_config("tiny", MICRO + FAST), base, ["original"])

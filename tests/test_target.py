@@ -11,8 +11,8 @@ from dfsu.components.batches import pack_documents
 from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
-from dfsu.stages.corpus import build_corpus
-from dfsu.stages.target import train_target, train_tokenizer
+from dfsu.simulation.stages.corpus import build_corpus
+from dfsu.simulation.stages.target import train_target, train_tokenizer
 
 
 def test_byte_level_bpe_round_trips_text():
@@ -156,7 +156,7 @@ def test_continued_pretraining_from_a_local_checkpoint(tmp_path, micro_cfg):
 
 @pytest.mark.parametrize("arch", ["gpt_neox", "gpt2", "llama"])
 def test_the_target_is_built_in_the_configured_architecture(arch):
-    from dfsu.stages.target import build_model
+    from dfsu.simulation.stages.target import build_model
     from dfsu.unlearning.lora import LORA_MODULES
 
     cfg = load_config(

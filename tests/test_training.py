@@ -9,7 +9,7 @@ import torch
 from dfsu.components import profiling
 from dfsu.components.training import TrainLoop
 from dfsu.config import TargetConfig
-from dfsu.stages.target import build_model
+from dfsu.simulation.stages.target import build_model
 
 
 def _step(cpu_bf16: bool) -> tuple[torch.dtype, float, list[torch.dtype]]:
@@ -38,7 +38,7 @@ def test_cpu_bf16_computes_in_bf16_keeps_fp32_weights_and_counts_its_flops_apart
 
 
 def test_mfu_weighs_each_dtypes_flops_by_its_own_measured_rate(tmp_path):
-    from dfsu.pipeline import Profile
+    from dfsu.simulation.pipeline import Profile
 
     profile = Profile(tmp_path / "profile.json", "key")
     profile.matmul = {"flops_per_s": 100.0}

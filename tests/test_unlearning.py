@@ -296,7 +296,7 @@ TWO_PROCESS_SCRIPT = """
 import sys
 from dfsu.config import load_config
 from dfsu.stages.inverter import train_inverter
-from dfsu.stages.target import train_target
+from dfsu.simulation.stages.target import train_target
 from dfsu.stages.unlearn import unlearn
 
 run, overrides = sys.argv[1], sys.argv[2:]

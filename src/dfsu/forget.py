@@ -9,15 +9,15 @@ paper's inversion, or another pseudo source), and the leak estimate and perplexi
 model before and after, on the estimate's report draw and on held-out public documents that
 neither trained nor selected anything. Nothing here imports the simulation.
 
-OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT), OUT/summary.json, OUT/report.html;
-the work in OUT/sealed, OUT/tagger, OUT/pseudo, OUT/unlearned, OUT/eval; all owner-only.
+OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT), OUT/summary.json and OUT/report.html
+(``forget_report``); the work in OUT/sealed, OUT/tagger, OUT/pseudo, OUT/unlearned, OUT/eval;
+all owner-only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import time
@@ -25,8 +25,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dfsu.config import SOURCES, RunConfig, config_to_dict
+from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
+from dfsu.forget_report import forget_summary, write_forget_report
 from dfsu.owner import MODEL_FILES, Owner
 from dfsu.owner_stages import stage_names
 from dfsu.rundir import (
@@ -39,7 +40,6 @@ from dfsu.rundir import (
 )
 from dfsu.stage_table import Recipe
 from dfsu.stages.seal import seal_public
-from dfsu.unlearning.result import UnlearnSummary
 
 
 @dataclass(frozen=True)
@@ -122,8 +122,8 @@ def forget(
     """The owner's run: seal the public side, tagger, the method's stages, the measurements
     before and after, then OUT/merged, OUT/adapter, OUT/summary.json and OUT/report.html."""
     from dfsu.evaluation.attacks import owner_attacks
-    from dfsu.owner_stages import check_force, pseudo_stages, unlearn_stage
-    from dfsu.stage_runner import Stages, tagger_stage
+    from dfsu.owner_stages import check_force, pseudo_stages, tagger_stage, unlearn_stage
+    from dfsu.stage_runner import Stages
     from dfsu.stage_table import EVALUATE, EVALUATE_ATTACKS, SEAL_PUBLIC
 
     if method not in FORGET_METHODS:
@@ -271,226 +271,3 @@ def publish(unlearned: Path, out: Path) -> None:
     for part in ("merged", "adapter"):
         with staged_dir(out / part) as tmp:
             shutil.copytree(unlearned / part, tmp, dirs_exist_ok=True, copy_function=_link_or_copy)
-
-
-def _leak_view(estimate: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "consistent": estimate["consistent"],
-        "emitted": estimate["emitted"],
-        "degenerate": estimate["degenerate"],
-        "by_label": {k: v["consistent"] for k, v in estimate["by_label"].items()},
-        "sources": estimate.get("sources", {}),
-        "values": estimate["values"],
-    }
-
-
-def recitation_bound_view(bound: Any, kept: dict[str, Any]) -> dict[str, Any] | None:
-    """``unlearning.max_recitation_loss`` as checked on the selection half, in words (pure);
-    None when off."""
-    if not bound:
-        return None
-    start, now = bound["recited_at_start"], kept.get("recited", math.nan)
-    words = (
-        f"recitation bound: at most {bound['max_loss']:.0%} of {bound['texts']} recited texts "
-        f"(the selection half) lost; the kept model recites {now:.1f} % of them (at the start "
-        f"{start:.1f} %)"
-    )
-    return dict(bound, kept=now, words=words)
-
-
-def recitation_view(before: Any, after: Any) -> dict[str, Any] | None:
-    """What the model recites word for word before and after, on the report half, in words
-    (pure); None when not measured."""
-    if not before or not after:
-        return None
-    b, a = before["report"], after["report"]
-    if not b["texts"]:
-        words = "recitation: the model recited no PII-free text word for word; nothing measured"
-    else:
-        words = (
-            f"recitation: of {b['texts']} PII-free texts the model recited word for word, it "
-            f"still recites {a['exact']:.1f} % (before {b['exact']:.1f} %; edit similarity "
-            f"{b['similarity']:.1f} -> {a['similarity']:.1f} %)"
-        )
-    return {"before": before, "after": after, "words": words}
-
-
-def leak_words(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """The leak estimate before and after in words, with what was searched (pure). Counts, no
-    percentage: the search that reports is apart from the one unlearning selected on, but it
-    reaches the same kind of contexts, so what neither reaches is in neither count (on records
-    of shapes dfsu never saw the count fell 89.7 % where the true leak fell 70.7 %:
-    docs/results.md). No figure at all when no source found a leaked value before unlearning."""
-    searched = "; ".join(_searched(name, got) for name, got in before["sources"].items())
-    b, a = before["consistent"], after["consistent"]
-    if b == 0:
-        return (
-            f"no source found a value the model gives back consistently ({searched}): the "
-            "estimate cannot tell whether the model leaks or what unlearning removed; give "
-            "contexts where it leaked (--prompts) or the shapes of its records (--shapes)"
-        )
-    words = (
-        f"leak: the model gave back {b} values consistently before unlearning and {a} after, "
-        "on a search apart from the one unlearning selected on"
-    )
-    per_source = [
-        f"{name} {got['confirmed']} -> {after['sources'][name]['confirmed']}"
-        for name, got in before["sources"].items()
-        if name in after.get("sources", {})
-    ]
-    if per_source:
-        words += f" (by source: {', '.join(per_source)})"
-    words += (
-        "; it counts only what this kind of search reaches, and a value the model gives back "
-        "only in contexts no search found is in neither count, so no percentage is given "
-        "(on a simulated model with record shapes dfsu never saw, this count fell further "
-        "than the true leak: docs/results.md)"
-    )
-    return f"{words}; searched: {searched}"
-
-
-def probe_words(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
-    """The probe before and after in words (pure): the values the model as given gave back
-    on the report draw, replayed at their own prefixes on both models. None without one."""
-    if not before or not after:
-        return None
-    if before["values"] == 0:
-        return "probe: the model as given gave no value back consistently on the report draw"
-    return (
-        f"probe: of the {before['values']} values the model as given gave back at "
-        f"{before['prefixes']} prefixes of the report draw, {before['given_back']} come back "
-        f"consistently when replayed there before unlearning and {after['given_back']} after; "
-        f"the share of samples that give them back {before['hit_pct']:.1f} % -> "
-        f"{after['hit_pct']:.1f} %"
-    )
-
-
-def _searched(name: str, got: dict[str, Any]) -> str:
-    if name == "free":
-        return (
-            f"free {got['samples']} unprompted samples, {got['with_pii']} with a value, "
-            f"{got['prompts']} prefixes replayed, {got['confirmed']} confirmed"
-        )
-    return f"{name} {got['prompts']} prompts, {got['confirmed']} confirmed"
-
-
-def forget_summary(
-    cfg: RunConfig,
-    model: Path,
-    method: str,
-    measured: dict[str, dict[str, Any]],
-    unlearned: Path,
-    show_pii: bool,
-) -> dict[str, Any]:
-    """summary.json: the leak estimate and perplexity before and after, the bound as
-    checked, the steps (and rounds), the settings."""
-    from dfsu.evaluation.attacks import attack_verdicts
-
-    attacked = measured.pop("attacks", None)
-    (_, before), (_, after) = measured.items()
-    run = UnlearnSummary.read(unlearned)
-    lb, la = _leak_view(before["leak_estimate"]), _leak_view(after["leak_estimate"])
-    words = leak_words(lb, la)
-    kept_ppl = run.kept_check.get("ppl_all_docs", run.kept_check["ppl"])
-    return {
-        "model": str(model),
-        "method": method,
-        "leak": {
-            "before": lb,
-            "after": la,
-            "words": words,
-            "prompts": before["leak_estimate"]["prompts"],
-            "search_seconds": {
-                "before": before.get("search_seconds"),
-                "after": after.get("search_seconds"),
-            },
-            "draw": "report (prompts and sampling seeds apart from those the method selects on)",
-            "probe": {"before": before.get("probe"), "after": after.get("probe")},
-            "probe_words": probe_words(before.get("probe"), after.get("probe")),
-        },
-        "recitation": recitation_view(before.get("recitation"), after.get("recitation")),
-        "perplexity": {
-            "documents": before["report_documents"],
-            "before": before["ppl"],
-            "after": after["ppl"],
-            "ratio": round(after["ppl"] / before["ppl"], 4),
-        },
-        "bound": {
-            "check_documents": run.check_docs,
-            "start": run.start_ppl,
-            "kept": kept_ppl,
-            "limit": run.ppl_bound,
-            "within": kept_ppl <= run.ppl_bound * (1 + 1e-6),
-            "recitation": recitation_bound_view(run.recitation_bound, run.kept_check),
-        },
-        "steps": run.steps,
-        "kept_step": run.kept_step,
-        "stop_reason": run.stop_reason,
-        "rounds": [
-            {k: getattr(r, k) for k in ("round", "consistent", "degenerate", "steps", "ppl")}
-            for r in run.rounds or ()
-        ],
-        "attacks": None
-        if attacked is None
-        else attack_verdicts(lb["consistent"], la["consistent"], attacked),
-        "values_shown": "true values" if show_pii else "masked",
-        "outputs": {"merged": "merged", "adapter": "adapter"},
-        "settings": {k: config_to_dict(cfg)[k] for k in ("seed", "unlearning", "leak", "public")},
-    }
-
-
-def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
-    """OUT/report.html: one self-contained page (``components.html.page``)."""
-    import html
-
-    from dfsu.components.html import page, table
-    from dfsu.rundir import atomic_write_text
-
-    leak, ppl, bound = summary["leak"], summary["perplexity"], summary["bound"]
-    labels = sorted(set(leak["before"]["by_label"]) | set(leak["after"]["by_label"]))
-    by_label = [
-        [html.escape(label)]
-        + [str(leak[when]["by_label"].get(label, 0)) for when in ("before", "after")]
-        for label in labels
-    ]
-    values = [
-        [html.escape(v["value"]), html.escape(v["label"]), str(v["samples"])]
-        for v in leak["before"]["values"]
-    ]
-    body = f"""<h1>dfsu forget</h1>
-<p>model: <code>{html.escape(summary["model"])}</code>; method: {html.escape(summary["method"])};
-{summary["steps"]} steps ({html.escape(summary["stop_reason"] or "")}).</p>
-<h2>Leak estimate</h2><p>consistent values {leak["before"]["consistent"]} &rarr;
-{leak["after"]["consistent"]} over {leak["prompts"]} prompts; {html.escape(leak["draw"])}.</p>
-<p>{html.escape(leak["words"])}</p><p>{html.escape(leak.get("probe_words") or "")}</p>
-{table(["label", "before", "after"], by_label)}
-{_attack_html(summary.get("attacks"))}
-{_recitation_html(summary.get("recitation"))}
-<h2>Utility</h2><p>perplexity on {ppl["documents"]} held-out public documents
-{ppl["before"]:.3f} &rarr; {ppl["after"]:.3f} (&times;{ppl["ratio"]:.3f}); the bound, checked on
-{bound["check_documents"]} other documents: {bound["start"]:.3f} &rarr; {bound["kept"]:.3f}
-(limit {bound["limit"]:.3f}, {"within" if bound["within"] else "NOT within"}).</p>
-<h2>Values the model emitted before ({html.escape(summary["values_shown"])})</h2>
-{table(["value", "label", "samples"], values)}
-"""
-    atomic_write_text(path, page("dfsu forget", body))
-
-
-def _recitation_html(recitation: dict[str, Any] | None) -> str:
-    import html
-
-    if not recitation:
-        return ""
-    return f"<h2>What the model recites</h2><p>{html.escape(recitation['words'])}</p>"
-
-
-def _attack_html(attacks: dict[str, dict] | None) -> str:
-    import html
-
-    if not attacks:
-        return ""
-    items = "".join(f"<li>{html.escape(a['words'])}</li>" for a in attacks.values())
-    return (
-        "<h2>Under attack</h2><p>The leak estimate of the unlearned model after each attack "
-        f"an owner can run on public text alone:</p><ul>{items}</ul>"
-    )

@@ -1,6 +1,7 @@
 """The owner's stages of one unlearning, which `dfsu forget` runs and `dfsu run` runs for each of
-its rows: the pseudo-PII of the sources a recipe reads (and the inverter they need), the
-unlearning of a recipe, and the ``--force`` names and their check.
+its rows: the tagger (or the one ``tagger.path`` gives), the pseudo-PII of the sources a
+recipe reads (and the inverter they need), the unlearning of a recipe; a stage command run by
+hand after the owner's stages it builds on; the ``--force`` names and their check.
 
 On the owner's side: nothing here, nor anything it imports, builds a corpus, a target or an
 oracle's data, or knows the simulation's rows (``tests/test_architecture.py``). A recipe is
@@ -9,14 +10,27 @@ named by its method, data and source (``stage_table.Recipe``); the caller names 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dfsu.config import SOURCES
+from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.owner import Owner
-from dfsu.stage_runner import Stages
-from dfsu.stage_table import ANNOTATE, INVERTER, KINDS, SYNTHESIZE, UNLEARN, Recipe
+from dfsu.rundir import file_hash
+from dfsu.stage_runner import Stages, recorded_keys, stage_key
+from dfsu.stage_table import (
+    ANNOTATE,
+    INVERTER,
+    KINDS,
+    SEAL,
+    SYNTHESIZE,
+    TAGGER,
+    UNLEARN,
+    Recipe,
+    StageDef,
+)
+from dfsu.stages.tagger import EarlyTagger, given_tagger, needs_tagger, train_run_tagger
 
 
 def stage_names(unlearnings: list[str], models: list[str]) -> list[str]:
@@ -40,6 +54,33 @@ def check_force(force: list[str], known: list[str]) -> None:
             f"--force: unknown stage {shown} (a stage: {', '.join(KINDS)}; or STAGE:SOURCE "
             "for synthesize/annotate, STAGE:ROW for unlearn (an unlearned row) and evaluate)"
         )
+
+
+def tagger_stage(
+    cfg: RunConfig, run: Path, stage: Stages, pseudo: bool, early: EarlyTagger | None = None
+) -> str:
+    """The tagger the annotators use (pseudo-PII annotation when ``pseudo``, the leak
+    estimate): ``tagger.path`` as given, or trained into RUN/tagger (by ``early`` when it
+    was started beside the target); its key, "" when no annotator needs one."""
+    if not needs_tagger(cfg, pseudo):
+        return ""
+    if cfg.tagger.path:
+        weights = given_tagger(cfg)
+        return stage_key(str(weights), file_hash(weights))
+    train = early.finish if early is not None else lambda c: train_run_tagger(c, run)
+    return stage(TAGGER, "", train)
+
+
+def early_tagger(cfg: RunConfig, run: Path, stage: Stages, pseudo: bool) -> EarlyTagger | None:
+    """The tagger stage's training started in a child process beside the target, when the run
+    would train its tagger and the platform can fork; ``tagger_stage`` collects it."""
+    if not needs_tagger(cfg, pseudo) or cfg.tagger.path:
+        return None
+    if not EarlyTagger.can_fork():
+        return None
+    if not stage.due(TAGGER):
+        return None
+    return EarlyTagger(cfg, run)
 
 
 def pseudo_stages(owner: Owner, stage: Stages, sources: set[str]) -> None:
@@ -68,3 +109,31 @@ def unlearn_stage(
     pseudo = owner.paths.pseudo(source)
     stage(UNLEARN, name, lambda c: unlearn(c, owner, method, data, name, pseudo, truth), recipe)
     return owner.paths.merged(name)
+
+
+def run_stage(
+    cfg: RunConfig,
+    run: Path,
+    stage: StageDef,
+    arg: str,
+    fn: Callable[[Any], Any],
+    recipe: Recipe | None = None,
+) -> None:
+    """A stage command run by hand (build-corpus, train-target, synthesize, annotate,
+    unlearn...): ``stage`` with argument ``arg``, always computed, and recorded in the manifest
+    under the key the pipeline would give it from the run's recorded upstream stages. A later
+    `dfsu run` with the same config reuses it; one whose config or upstream differs recomputes
+    it (and what follows)."""
+    from dfsu.stages.seal import seal_target
+
+    keys = recorded_keys(run)
+    if stage.kind in ("inverter", "synthesize", "annotate", "unlearn"):
+        # the owner's side as `dfsu run` makes it: the seal (and, for annotation and
+        # unlearning, the tagger) a stage of its own, recorded, never a side effect
+        before = Stages(cfg, run, set(), keep_profile=True, keys=keys)
+        before(SEAL, "", lambda c: seal_target(c, run))
+        if stage.kind in ("annotate", "unlearn") and "tagger" not in keys:
+            before.keys["tagger"] = tagger_stage(cfg, run, before, True)
+        keys = before.keys
+    by_hand = Stages(cfg, run, {stage.name(arg)}, keep_profile=True, keys=keys)
+    by_hand(stage, arg, fn, recipe)

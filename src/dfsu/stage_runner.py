@@ -1,5 +1,5 @@
 """Running a stage through RUN/manifest.json, resumable and keyed; `dfsu run`, `dfsu forget`
-and the stage commands run by hand all go through here.
+and the stage commands run by hand (``owner_stages.run_stage``) all go through here.
 
 A stage is a row of ``stage_table``: the config sections it reads, the stages it builds on,
 its outputs. Its key is the hash of those sections and of its upstream list (the keys of the
@@ -28,11 +28,12 @@ from dfsu.config import RunConfig, config_to_dict, neutral_free
 from dfsu.errors import DfsuError
 from dfsu.owner import boundary, refused
 from dfsu.rundir import RunPaths, atomic_write_json, read_manifest
-from dfsu.stage_table import SEAL, TAGGER, Recipe, StageDef, sealed, upstream_of
+from dfsu.stage_table import Recipe, StageDef, sealed, upstream_of
 from dfsu.ui import info
 
 
-def _key(*parts: Any) -> str:
+def stage_key(*parts: Any) -> str:
+    """A key: the first 16 hex digits of the SHA-256 of ``parts`` as JSON."""
     blob = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -152,7 +153,7 @@ class Stages:
         self.keys: dict[str, str] = dict(keys or {})
         self.path = RunPaths(run).manifest
         self.timings: dict[str, float] = {}
-        self.profile = Profile(RunPaths(run).profile, _key(config_to_dict(cfg)))
+        self.profile = Profile(RunPaths(run).profile, stage_key(config_to_dict(cfg)))
         if keep_profile:  # one stage run by hand: the other stages' entries stay
             self.profile.stages.update(self.profile.previous)
 
@@ -202,7 +203,7 @@ class Stages:
         """The stage's key, its manifest entry, and whether it is due."""
         name = stage.name(arg)
         upstream = upstream_of(self.cfg, stage, arg, self.keys, recipe)
-        key = _key(upstream, {s: _section(self.cfg, s) for s in stage.reads})
+        key = stage_key(upstream, {s: _section(self.cfg, s) for s in stage.reads})
         entry = read_manifest(self.path).get("stages", {}).get(name, {})
         due = (
             name in self.force
@@ -218,127 +219,3 @@ def recorded_keys(run: Path) -> dict[str, str]:
     """The keys of the finished stages in RUN/manifest.json."""
     stages = read_manifest(RunPaths(run).manifest).get("stages", {})
     return {n: e["key"] for n, e in stages.items() if e.get("status") == "done" and "key" in e}
-
-
-def run_stage(
-    cfg: RunConfig,
-    run: Path,
-    stage: StageDef,
-    arg: str,
-    fn: Callable[[Any], Any],
-    recipe: Recipe | None = None,
-) -> None:
-    """A stage command run by hand (build-corpus, train-target, synthesize, annotate,
-    unlearn...): ``stage`` with argument ``arg``, always computed, and recorded in the manifest
-    under the key the pipeline would give it from the run's recorded upstream stages. A later
-    `dfsu run` with the same config reuses it; one whose config or upstream differs recomputes
-    it (and what follows)."""
-    from dfsu.stages.seal import seal_target
-
-    keys = recorded_keys(run)
-    if stage.kind in ("inverter", "synthesize", "annotate", "unlearn"):
-        # the owner's side as `dfsu run` makes it: the seal (and, for annotation and
-        # unlearning, the tagger) a stage of its own, recorded, never a side effect
-        before = Stages(cfg, run, set(), keep_profile=True, keys=keys)
-        before(SEAL, "", lambda c: seal_target(c, run))
-        if stage.kind in ("annotate", "unlearn") and "tagger" not in keys:
-            before.keys["tagger"] = tagger_stage(cfg, run, before, True)
-        keys = before.keys
-    by_hand = Stages(cfg, run, {stage.name(arg)}, keep_profile=True, keys=keys)
-    by_hand(stage, arg, fn, recipe)
-
-
-def tagger_stage(
-    cfg: RunConfig, run: Path, stage: Stages, pseudo: bool, early: EarlyTagger | None = None
-) -> str:
-    """The tagger the annotators use (pseudo-PII annotation when ``pseudo``, the leak
-    estimate): ``tagger.path`` as given, or trained into RUN/tagger (by ``early`` when it
-    was started beside the target); "" when no annotator needs one."""
-    if not _needs_tagger(cfg, pseudo):
-        return ""
-    if cfg.tagger.path:
-        return _given_tagger_key(cfg)
-    train = early.finish if early is not None else _train_run_tagger(run)
-    return stage(TAGGER, "", train)
-
-
-def _needs_tagger(cfg: RunConfig, pseudo: bool) -> bool:
-    annotate = pseudo and cfg.synthesis.annotator != "pattern"
-    return annotate or (cfg.leak.enabled and cfg.leak.annotator != "pattern")
-
-
-def _train_run_tagger(run: Path) -> Callable[[Any], Any]:
-    from dfsu.pii.tagger import train_tagger
-
-    return lambda c: train_tagger(c.tagger, RunPaths(run).tagger)
-
-
-class EarlyTagger:
-    """The run's tagger trained in a child process while the target trains: the CRF reads
-    no model and runs on one core. Its messages are shown when the tagger stage collects it;
-    if the child failed, the stage trains the tagger again here, where the error reaches
-    the user as any stage's would."""
-
-    def __init__(self, cfg: RunConfig, run: Path):
-        import multiprocessing
-
-        self.run, self.log = run, RunPaths(run).tagger_log
-        self.process = multiprocessing.get_context("fork").Process(
-            target=_train_tagger_child, args=(cfg, run, self.log), daemon=True
-        )
-        self.process.start()
-
-    @classmethod
-    def start(cls, cfg: RunConfig, run: Path, stage: Stages, pseudo: bool) -> EarlyTagger | None:
-        """One started when the run would train its tagger and the platform can fork."""
-        import multiprocessing
-
-        if not _needs_tagger(cfg, pseudo) or cfg.tagger.path:
-            return None
-        if "fork" not in multiprocessing.get_all_start_methods():
-            return None
-        if not stage.due(TAGGER):
-            return None
-        return cls(cfg, run)
-
-    def finish(self, view: Any) -> None:
-        self.process.join()
-        if self.log.is_file():
-            for line in self.log.read_text(encoding="utf-8").splitlines():
-                info(line)
-            self.log.unlink()
-        if self.process.exitcode != 0:
-            _train_run_tagger(self.run)(view)
-
-
-def _train_tagger_child(cfg: RunConfig, run: Path, log: Path) -> None:
-    """The child's work: the tagger behind the owner's boundary, its messages to ``log``."""
-    import os
-
-    from rich.console import Console
-
-    from dfsu import ui
-    from dfsu.pii.tagger import train_tagger
-
-    try:
-        with open(log, "w", encoding="utf-8") as out:
-            ui.console = Console(file=out, width=200, color_system=None)
-            try:
-                with boundary(refused(run, "tagger"), "tagger"):
-                    train_tagger(cfg.tagger, RunPaths(run).tagger)
-            except BaseException as exc:  # shown by the parent, which trains it again
-                out.write(f"tagger (child process): {exc}\n")
-                raise
-    except BaseException:
-        os._exit(1)
-    os._exit(0)
-
-
-def _given_tagger_key(cfg: RunConfig) -> str:
-    """The key of a tagger given by ``tagger.path`` (its weights' path and hash)."""
-    from dfsu.rundir import file_hash
-
-    weights = Path(cfg.tagger.path) / "model.crfsuite"
-    if not weights.is_file():
-        raise DfsuError(f"tagger.path: {cfg.tagger.path} holds no trained tagger")
-    return _key(str(weights), file_hash(weights))

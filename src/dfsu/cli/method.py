@@ -86,8 +86,8 @@ def add_method_parsers(sub: Any) -> None:
 
 
 def cmd_synthesize(args: argparse.Namespace) -> int:
+    from dfsu.owner_stages import run_stage
     from dfsu.rundir import RunPaths
-    from dfsu.stage_runner import run_stage
     from dfsu.stage_table import SYNTHESIZE
     from dfsu.stages.synthesis import synthesize
 
@@ -125,8 +125,8 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
+    from dfsu.owner_stages import run_stage
     from dfsu.rundir import RunPaths
-    from dfsu.stage_runner import run_stage
     from dfsu.stage_table import ANNOTATE
     from dfsu.stages.synthesis import annotate
 
@@ -171,8 +171,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_unlearn(args: argparse.Namespace) -> int:
+    from dfsu.owner_stages import run_stage
     from dfsu.rundir import RunPaths, read_jsonl, safe_name
-    from dfsu.stage_runner import run_stage
     from dfsu.stage_table import UNLEARN, Recipe
     from dfsu.stages.unlearn import unlearn
     from dfsu.ui import say

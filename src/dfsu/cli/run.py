@@ -9,8 +9,8 @@ from typing import Any
 
 from dfsu.cli.common import add_config_args, print_target_summary
 from dfsu.errors import DfsuError
-from dfsu.pipeline import KNOWN_ROWS
 from dfsu.rundir import RunPaths
+from dfsu.simulation.pipeline import KNOWN_ROWS
 
 
 def add_run_parsers(sub: Any) -> None:
@@ -111,7 +111,7 @@ def _add_demo_parser(sub: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.pipeline import run_pipeline
+    from dfsu.simulation.pipeline import run_pipeline
 
     keep = [f"synthesis.keep={args.keep}", f"leak.keep={args.keep}"] if args.keep else []
     cfg = load_config(args.config, [*args.overrides, *keep])
@@ -130,7 +130,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from dfsu.config import resolve_config_path
-    from dfsu.sweep import (
+    from dfsu.simulation.sweep import (
         DEFAULT_ROWS,
         Sweep,
         is_sweep_file,
@@ -138,7 +138,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         parse_axis,
         run_sweep,
     )
-    from dfsu.sweep_report import sweep_rows
+    from dfsu.simulation.sweep_report import sweep_rows
 
     if is_sweep_file(args.config):
         sweep = load_sweep_file(resolve_config_path(args.config))
@@ -169,7 +169,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.pipeline import DEMO_ROWS, earlier_rows, run_pipeline
+    from dfsu.simulation.pipeline import DEMO_ROWS, earlier_rows, run_pipeline
 
     if args.full and args.rows:
         raise DfsuError("--full runs every row: give --full or --rows, not both")

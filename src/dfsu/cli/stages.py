@@ -50,10 +50,10 @@ def add_stage_parsers(sub: Any) -> None:
 
 def cmd_build_corpus(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
+    from dfsu.owner_stages import run_stage
     from dfsu.rundir import RunPaths, create_run_dir, save_config
-    from dfsu.stage_runner import run_stage
+    from dfsu.simulation.stages.corpus import build_corpus
     from dfsu.stage_table import CORPUS
-    from dfsu.stages.corpus import build_corpus
 
     cfg = load_config(args.config, args.overrides)
     run = create_run_dir(args.out)
@@ -70,10 +70,10 @@ def cmd_build_corpus(args: argparse.Namespace) -> int:
 
 
 def _ensure_corpus(cfg, run: Path) -> None:
+    from dfsu.owner_stages import run_stage
     from dfsu.rundir import RunPaths, create_run_dir, save_config
-    from dfsu.stage_runner import run_stage
+    from dfsu.simulation.stages.corpus import build_corpus
     from dfsu.stage_table import CORPUS
-    from dfsu.stages.corpus import build_corpus
     from dfsu.ui import info
 
     if not RunPaths(run).train.is_file():
@@ -84,10 +84,10 @@ def _ensure_corpus(cfg, run: Path) -> None:
 
 def cmd_train_target(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
+    from dfsu.owner_stages import run_stage
     from dfsu.rundir import RunPaths, save_config
-    from dfsu.stage_runner import run_stage
+    from dfsu.simulation.stages.target import train_target
     from dfsu.stage_table import TARGET
-    from dfsu.stages.target import train_target
 
     cfg = load_config(args.config, args.overrides)
     run = Path(args.out)
@@ -101,8 +101,8 @@ def cmd_train_target(args: argparse.Namespace) -> int:
 
 def cmd_train_inverter(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
+    from dfsu.owner_stages import run_stage
     from dfsu.rundir import RunPaths, save_config
-    from dfsu.stage_runner import run_stage
     from dfsu.stage_table import INVERTER
     from dfsu.stages.inverter import train_inverter
 

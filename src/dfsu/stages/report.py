@@ -12,8 +12,8 @@ from typing import Any
 from dfsu.components.html import highlight, label_table, page, scatter
 from dfsu.pii.detectors import detect
 from dfsu.pii.redact import redact_text
-from dfsu.rows import TRAINED
 from dfsu.rundir import RunPaths, atomic_write_text, read_jsonl
+from dfsu.stage_table import TRAINED
 
 METRICS = ("ERR", "FRS", "S_Exp", "E_Hit", "PPL", "NLI_acc", "retain_EM", "retain_FRS", "keep_EM")
 _MASKED = re.compile(r"\S*•\S*")

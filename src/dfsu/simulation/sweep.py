@@ -165,8 +165,8 @@ def run_sweep(
 
     ``base``: an existing run directory the first point starts from (its stages are reused
     where their keys match, e.g. the target and inverter of a finished `dfsu run`)."""
-    from dfsu.pipeline import run_pipeline
-    from dfsu.sweep_report import write_sweep_report
+    from dfsu.simulation.pipeline import run_pipeline
+    from dfsu.simulation.sweep_report import write_sweep_report
 
     grid = points(sweep.axes)
     # Every point's config is checked before anything runs: a bad value fails in a second.

@@ -16,9 +16,16 @@ from typing import Any
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.owner import Owner
-from dfsu.owner_stages import check_force, pseudo_stages, unlearn_stage
+from dfsu.owner_stages import (
+    check_force,
+    early_tagger,
+    pseudo_stages,
+    tagger_stage,
+    unlearn_stage,
+)
 from dfsu.owner_stages import stage_names as owner_stage_names
-from dfsu.results import (
+from dfsu.rundir import RunPaths, atomic_write_json, create_run_dir, owner_only, save_config
+from dfsu.simulation.results import (
     add_vs_retrain,
     best_data_free,
     inverter_summary,
@@ -27,7 +34,7 @@ from dfsu.results import (
     suffix_losses,
     tokenizer_exposure,
 )
-from dfsu.rows import (
+from dfsu.simulation.rows import (
     DEMO_ROWS,
     KNOWN_ROWS,
     SOURCE_ROWS,
@@ -36,8 +43,7 @@ from dfsu.rows import (
     default_rows,
     row_recipe,
 )
-from dfsu.rundir import RunPaths, atomic_write_json, create_run_dir, owner_only, save_config
-from dfsu.stage_runner import EarlyTagger, Profile, Stages, tagger_stage
+from dfsu.stage_runner import Profile, Stages
 from dfsu.stage_table import CORPUS, EVALUATE, READS, RETRAIN, SEAL, TARGET
 
 # The public names, this module's and those re-exported for the commands and the tests, which
@@ -68,10 +74,10 @@ def run_pipeline(
     -> report. Rows of an earlier results.json that ``rows`` leaves out are an error unless
     ``drop_rows``."""
     from dfsu.owner import run_owner
-    from dfsu.stages.corpus import build_corpus
+    from dfsu.simulation.stages.corpus import build_corpus
+    from dfsu.simulation.stages.target import retrain_target, train_target
     from dfsu.stages.report import write_report
     from dfsu.stages.seal import seal_target
-    from dfsu.stages.target import retrain_target, train_target
 
     rows = rows or default_rows(cfg)
     unknown = [r for r in rows if r not in KNOWN_ROWS]
@@ -92,7 +98,7 @@ def run_pipeline(
     # Stage 0: data and the target that memorizes it. ``stage.keys``: stage name -> key.
     stage(CORPUS, "", lambda c: build_corpus(c, run))
     # The tagger reads no model: its one-core training runs beside the target's.
-    early = EarlyTagger.start(cfg, run, stage, _needs_pseudo(rows))
+    early = early_tagger(cfg, run, stage, _needs_pseudo(rows))
     stage(TARGET, "", lambda c: train_target(c, run))
     if "retrain" in rows:  # the reference: the same recipe without the private records
         stage(RETRAIN, "", lambda c: retrain_target(c, run))
