@@ -541,11 +541,12 @@ def test_a_loop_round_gets_its_share_of_the_perplexity_bound_when_spread():
     applied off)."""
     from dfsu.unlearning.data import Setup
 
-    cfg = load_config("tiny", ["unlearning.loop.rounds=4"])
+    off = ["unlearning.loop.rounds=4", "unlearning.loop.spread_bound=false"]
+    cfg = load_config("tiny", off)
     setup = Setup(cfg, cfg.unlearning, None, None, None)
     whole = cfg.unlearning.max_ppl_increase
     assert [setup.for_round(k).uc.max_ppl_increase for k in (1, 4)] == [whole, whole]
-    spread = load_config("tiny", ["unlearning.loop.rounds=4", "unlearning.loop.spread_bound=true"])
+    spread = load_config("tiny", ["unlearning.loop.rounds=4"])  # the default
     setup = Setup(spread, spread.unlearning, None, None, None)
     shares = [setup.for_round(k).uc.max_ppl_increase / whole for k in (1, 2, 4, 5)]
     assert shares == pytest.approx([0.25, 0.5, 1.0, 1.0])

@@ -74,7 +74,7 @@ class LoopConfig:
     )
     steps: int = _f(60, "most optimizer steps of each round", bounds=(1, 1_000_000))
     spread_bound: bool = _f(
-        False,
+        True,
         "round k of n may raise perplexity k/n of unlearning.max_ppl_increase (the last "
         "round all of it), so the first round leaves the later ones room; false: every "
         "round the whole bound",
