@@ -13,7 +13,9 @@ appended at the end. A table without results files says so. A results file may c
 top-level "provenance" object (command, commit, machine, date, ...): it is printed under its
 table. A region ``<!-- plot:NAME -->`` ... ``<!-- /plot:NAME -->`` gets the Pareto plot of the
 seeded table NAME (E-Hit against retain_EM, each row and seed a point, each row's mean a
-labelled marker, the retrain apart), written to docs/results/NAME.svg. Standard library only.
+labelled marker, the retrain apart), written to docs/results/NAME.svg; ``plot:NAME@ATTACK``
+the same under an attack of ``evaluation.attacks`` (``plot:rows-unknown@relearn:60``), written to
+docs/results/NAME-ATTACK.svg (``:`` as ``-``). Standard library only.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REGION = re.compile(r"<!-- table:(?P<name>[\w.-]+) -->\n.*?<!-- /table:(?P=name) -->", re.DOTALL)
 SEED_FILE = re.compile(r"^(?P<name>.+)-seed(?P<seed>\d+)$")
-PLOT = re.compile(r"<!-- plot:(?P<name>[\w.-]+) -->\n.*?<!-- /plot:(?P=name) -->", re.DOTALL)
+PLOT = re.compile(
+    r"<!-- plot:(?P<name>[\w.-]+)(?:@(?P<attack>[\w:.-]+))? -->\n.*?"
+    r"<!-- /plot:(?P=name)(?:@(?P=attack))? -->",
+    re.DOTALL,
+)
 # (header, how to read it from a results row, decimals)
 COLUMNS = [
     ("E-Hit", lambda r: r.get("E_Hit"), "E_Hit", 1),
@@ -342,15 +348,17 @@ def render(name: str, files: list[tuple[int | None, Path]], doc: Path) -> list[s
         raise ResultsError(f"{names}: not in the shape of results.json ({exc!r})") from None
 
 
-def pareto_svg(name: str, files: list[tuple[int | None, Path]]) -> str:
+def pareto_svg(name: str, files: list[tuple[int | None, Path]], attack: str | None = None) -> str:
     """E-Hit (x, lower is better) against retain_EM (y, higher is better): one small dot per
     row and seed, one labelled marker per row at its mean; the retrain in green, the
-    original in grey, data-free rows in blue, the oracle in orange."""
+    original in grey, data-free rows in blue, the oracle in orange. ``attack``: the figures
+    each row reads under that attack (``row["attacks"][attack]``), rows without it left out."""
     rows: dict[str, list[tuple[float, float]]] = {}
     for _, path in sorted(files, key=lambda f: f[0] or 0):
         for r in read_results(path).get("rows", []):
-            if r.get("E_Hit") is not None and r.get("retain_EM") is not None:
-                rows.setdefault(r["method"], []).append((r["E_Hit"], r["retain_EM"]))
+            figures = r if attack is None else (r.get("attacks") or {}).get(attack) or {}
+            if figures.get("E_Hit") is not None and figures.get("retain_EM") is not None:
+                rows.setdefault(r["method"], []).append((figures["E_Hit"], figures["retain_EM"]))
     size, pad = 420, 50
 
     def xy(e_hit: float, retain: float) -> tuple[float, float]:
@@ -374,7 +382,8 @@ def pareto_svg(name: str, files: list[tuple[int | None, Path]]) -> str:
         f'<text x="14" y="{pad + size / 2}" text-anchor="middle" '
         f'transform="rotate(-90 14 {pad + size / 2})">retain_EM (%, higher is better)</text>'
     )
-    out.append(f'<text x="{pad}" y="{pad - 12}">{name}: each seed a dot, the mean labelled</text>')
+    title = name if attack is None else f"{name} after {attack}"
+    out.append(f'<text x="{pad}" y="{pad - 12}">{title}: each seed a dot, the mean labelled</text>')
     placed: list[tuple[float, float]] = []  # labels so far: a close one moves down a line
     for method, points in rows.items():
         fill = colour.get(method, "#1f5fbf")
@@ -398,14 +407,17 @@ def plots(text: str, tables: dict, doc: Path, results: Path) -> tuple[str, dict[
     files: dict[Path, str] = {}
 
     def region(match: re.Match) -> str:
-        name = match["name"]
+        name, attack = match["name"], match["attack"]
+        tag = name if attack is None else f"{name}@{attack}"
         if not tables.get(name) or tables[name][0][0] is None:
             body = f"_No seeded results files yet for the plot of `{name}`._"
         else:
-            svg = results / f"{name}.svg"
-            files[svg] = pareto_svg(name, tables[name])
-            body = f"![{name}: E-Hit against retain_EM]({os.path.relpath(svg, doc.parent)})"
-        return f"<!-- plot:{name} -->\n{body}\n<!-- /plot:{name} -->"
+            stem = name if attack is None else name + "-" + re.sub(r"[^\w.-]", "-", attack)
+            svg = results / f"{stem}.svg"
+            files[svg] = pareto_svg(name, tables[name], attack)
+            what = "E-Hit against retain_EM" + ("" if attack is None else f" after {attack}")
+            body = f"![{tag}: {what}]({os.path.relpath(svg, doc.parent)})"
+        return f"<!-- plot:{tag} -->\n{body}\n<!-- /plot:{tag} -->"
 
     return PLOT.sub(region, text), files
 

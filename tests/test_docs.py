@@ -206,3 +206,27 @@ def test_a_malformed_results_file_is_a_one_line_error(tmp_path):
     doc.write_text("# Results\n")
     result = _tables("--results", str(results), "--doc", str(doc))
     assert result.returncode == 2 and "bad.json" in result.stderr
+
+
+def test_a_pareto_plot_under_an_attack_reads_each_rows_attack_figures(seed_files):
+    """``plot:NAME@ATTACK``: the same plot from row["attacks"][ATTACK]; rows without the attack
+    left out (break: the plot reading the rows' own figures)."""
+    results, doc = seed_files
+    for path in results.glob("demo-seed*.json"):
+        data = json.loads(path.read_text())
+        for row in data["rows"]:
+            if row["method"] == "dfsu":
+                row["attacks"] = {"relearn:60": {"E_Hit": 70.0, "retain_EM": 40.0}}
+        path.write_text(json.dumps(data))
+    doc.write_text(
+        doc.read_text() + "\n<!-- plot:demo@relearn:60 -->\n<!-- /plot:demo@relearn:60 -->\n"
+    )
+    assert _tables("--results", str(results), "--doc", str(doc)).returncode == 0
+    text = doc.read_text()
+    assert "![demo@relearn:60: E-Hit against retain_EM after relearn:60]" in text
+    assert "(results/demo-relearn-60.svg)" in text
+    svg = (results / "demo-relearn-60.svg").read_text()
+    # dfsu alone, at (70, 40) in every seed: x = 50 + 0.7 * 420, y = 50 + 0.6 * 420
+    assert svg.count('r="5"') == 1 and '<circle cx="344.0" cy="302.0" r="5"' in svg
+    assert ">original</text>" not in svg and "after relearn:60" in svg
+    assert _tables("--results", str(results), "--doc", str(doc), "--check").returncode == 0
