@@ -73,6 +73,18 @@ class LoopConfig:
         bounds=(0, 100),
     )
     steps: int = _f(60, "most optimizer steps of each round", bounds=(1, 1_000_000))
+    lr: float | None = _f(
+        1e-3,
+        "the loop rows' learning rate (with null_space the constrained adapters move slowly "
+        "at unlearning.lr); null: the method's",
+        neutral=None,
+    )
+    null_space: float | None = _f(
+        0.99,
+        "unlearning.null_space for the loop rows: their adapters kept off the principal "
+        "subspace holding this share of the retain inputs' energy; null: unlearning.null_space",
+        neutral=None,
+    )
     spread_bound: bool = _f(
         True,
         "round k of n may raise perplexity k/n of unlearning.max_ppl_increase (the last "
@@ -83,6 +95,16 @@ class LoopConfig:
 
     def __post_init__(self) -> None:
         _check_ranges(self, "unlearning.loop.")
+        _check(
+            self.null_space is None or 0 < self.null_space < 1,
+            "unlearning.loop.null_space",
+            "must be between 0 and 1 (a share of energy) or null",
+        )
+        _check(
+            self.lr is None or (math.isfinite(self.lr) and self.lr > 0),
+            "unlearning.loop.lr",
+            "must be > 0 or null",
+        )
 
 
 @dataclass

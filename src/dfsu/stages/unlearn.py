@@ -247,12 +247,12 @@ def unlearn(
     cfg = _fit_context(cfg, model)
     uc = cfg.unlearning
     inputs = _data(cfg, owner, tokenizer, spec, data, pseudo, truth)
-    lr = learning_rate(spec, uc)
+    lr = learning_rate(spec, uc, loop=data == "loop")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.target.device), tokenizer)
     loop = setup.loop
     inputs, recited = _add_recitations(setup, run, inputs)
-    _constrain(uc, loop, inputs)
+    _constrain(uc, loop, inputs, data == "loop")
     tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
     meter = None
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
@@ -293,21 +293,23 @@ def unlearn(
     return owner.paths.unlearned(name)
 
 
-def _constrain(uc: UnlearnConfig, loop: TrainLoop, inputs: UnlearnData) -> None:
-    """``unlearning.null_space``: every LoRA A kept off its layer's principal input subspace
-    on the retain text, from the start and after every optimizer step."""
+def _constrain(uc: UnlearnConfig, loop: TrainLoop, inputs: UnlearnData, rounds: bool) -> None:
+    """``unlearning.null_space`` (``unlearning.loop.null_space`` for a loop row, ``rounds``,
+    when set): every LoRA A kept off its layer's principal input subspace on the retain
+    text, from the start and after every optimizer step."""
     from dfsu.ui import info
     from dfsu.unlearning.nullspace import principal_bases, project_out
 
-    if uc.null_space is None:
+    energy = uc.loop.null_space if rounds and uc.loop.null_space is not None else uc.null_space
+    if energy is None:
         return
     if not inputs.retain:
         raise DfsuError(
-            "unlearning.null_space needs retain text: set unlearning.retain_weight > 0 "
+            f"unlearning.null_space ({energy}) needs retain text: set unlearning.retain_weight > 0 "
             "(the owner's public text) or unlearning.retain_self"
         )
     model = loop.unwrapped()
-    bases = principal_bases(model, inputs.retain, inputs.pad, uc.null_space, loop.device)
+    bases = principal_bases(model, inputs.retain, inputs.pad, energy, loop.device)
     model.train()
     project_out(model, bases)
     loop.after_step = lambda: project_out(model, bases)

@@ -71,7 +71,7 @@ def loop_rounds(
         rows = extraction_texts(draw.prefixes, draw.generations, draw.spans, values, meter.keep)
         data = data.with_round(*split_rows(rows, tokenizer, uc, cfg.seed + number))
         loop.reset_optimizer_state()
-        loop.set_lr(learning_rate(setup.method, uc) * 0.5**collapsed)
+        loop.set_lr(learning_rate(setup.method, uc, loop=True) * 0.5**collapsed)
         # The round's checks read the held-out share of its own texts.
         round_checker = checker.for_round(data)
         round_setup = setup.for_round(number + 1)

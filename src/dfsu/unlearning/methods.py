@@ -52,9 +52,11 @@ class Method:
     lr_setting: str | None = None  # an unlearning.* learning rate of its own (null: lr)
 
 
-def learning_rate(method: Method, uc: UnlearnConfig) -> float:
-    """The method's learning rate: its own setting when it has one and it is set, else
-    ``unlearning.lr``."""
+def learning_rate(method: Method, uc: UnlearnConfig, loop: bool = False) -> float:
+    """The method's learning rate: ``unlearning.loop.lr`` for a loop row (``loop``) when set,
+    else its own setting when it has one and it is set, else ``unlearning.lr``."""
+    if loop and uc.loop.lr is not None:
+        return uc.loop.lr
     own = attrgetter(method.lr_setting)(uc) if method.lr_setting else None
     return uc.lr if own is None else own
 
