@@ -553,10 +553,32 @@ def test_a_loop_round_gets_its_share_of_the_perplexity_bound_when_spread():
     assert setup.for_round(1).uc.max_steps == cfg.unlearning.loop.steps
 
 
-def test_null_space_needs_retain_text(trained_micro_run, tmp_path):
-    """unlearning.null_space with no retain text is a one-line error, not a silent no-op."""
+def test_null_space_keeps_every_adapter_off_the_public_texts_inputs(trained_micro_run, tmp_path):
+    """unlearning.null_space through the stage: with no retain descent the owner's public text
+    gives each layer's subspace, and every saved LoRA A is orthogonal to it (break: the
+    projection skipped, or taken from other texts)."""
+    from peft import get_peft_model
+    from safetensors.torch import load_file
+
+    from dfsu.components.batches import encode_masked
+    from dfsu.owner import as_owner
+    from dfsu.unlearning.lora import lora_config
+    from dfsu.unlearning.nullspace import principal_bases
+
     run = _copy(trained_micro_run[1], tmp_path)
     overrides = FAST + ["unlearning.null_space=0.9", "unlearning.retain_weight=0"]
     cfg = load_config(str(run / "config.yaml"), overrides)
-    with pytest.raises(DfsuError, match="null_space needs retain text"):
-        unlearn(cfg, run, "pscu", "oracle", name="ns")
+    out = unlearn(cfg, run, "pscu", "oracle", name="ns")
+    adapter = load_file(str(out / "adapter" / "adapter_model.safetensors"))
+    owner = as_owner(run)
+    base, tokenizer = load_causal_lm(owner.model)
+    modules = lora_modules(base.config.model_type, cfg.unlearning.lora_target)
+    fresh = get_peft_model(base, lora_config(cfg.unlearning, modules))
+    public = [{"text": t, "spans": []} for t in owner.public_texts()]
+    retain = encode_masked(tokenizer, public, cfg.unlearning.max_length)
+    bases = principal_bases(fresh, retain, tokenizer.pad_token_id, 0.9, "cpu")
+    assert bases
+    for path, basis in bases.items():
+        key = path.removeprefix("base_model.model.") + ".lora_A.weight"
+        a = next(v for k, v in adapter.items() if k.endswith(key))
+        assert (a.float() @ basis).abs().max() < 1e-4 * a.abs().max(), path

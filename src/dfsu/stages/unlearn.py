@@ -252,7 +252,7 @@ def unlearn(
     setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.target.device), tokenizer)
     loop = setup.loop
     inputs, recited = _add_recitations(setup, run, inputs)
-    _constrain(uc, loop, inputs, data == "loop")
+    _constrain(setup, inputs, data == "loop", owner)
     tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
     meter = None
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
@@ -293,23 +293,27 @@ def unlearn(
     return owner.paths.unlearned(name)
 
 
-def _constrain(uc: UnlearnConfig, loop: TrainLoop, inputs: UnlearnData, rounds: bool) -> None:
+def _constrain(setup: Setup, inputs: UnlearnData, rounds: bool, owner: Owner) -> None:
     """``unlearning.null_space`` (``unlearning.loop.null_space`` for a loop row, ``rounds``,
-    when set): every LoRA A kept off its layer's principal input subspace on the retain
-    text, from the start and after every optimizer step."""
+    when set): every LoRA A kept off its layer's principal input subspace on the retain text
+    (the owner's public text when there is no retain descent), from the start and after
+    every optimizer step."""
     from dfsu.ui import info
     from dfsu.unlearning.nullspace import principal_bases, project_out
 
+    uc, loop = setup.uc, setup.loop
     energy = uc.loop.null_space if rounds and uc.loop.null_space is not None else uc.null_space
     if energy is None:
         return
-    if not inputs.retain:
+    public = [{"text": t, "spans": []} for t in ([] if inputs.retain else owner.public_texts())]
+    retain = inputs.retain or encode_masked(setup.tokenizer, public, uc.max_length)
+    if not retain:
         raise DfsuError(
-            f"unlearning.null_space ({energy}) needs retain text: set unlearning.retain_weight > 0 "
-            "(the owner's public text) or unlearning.retain_self"
+            f"unlearning.null_space ({energy}): the owner has no public text to keep the "
+            "adapters off (public.files)"
         )
     model = loop.unwrapped()
-    bases = principal_bases(model, inputs.retain, inputs.pad, energy, loop.device)
+    bases = principal_bases(model, retain, inputs.pad, energy, loop.device)
     model.train()
     project_out(model, bases)
     loop.after_step = lambda: project_out(model, bases)
