@@ -245,6 +245,7 @@ def test_forget_makes_a_memorizing_gpt2_and_llama_forget_records_of_unknown_shap
     # no shapes: the owner does not know them (the built-in ones, two prompts each, find
     # next to nothing here); at most two rounds of 30 steps, checked every 5
     loop = ["unlearning.eval_every=5", "unlearning.loop.rounds=2", "unlearning.loop.steps=30"]
+    loop += ["unlearning.loop.lr=5e-3"]  # FAST_UNLEARNING's rate: the loop rows have their own
     config = [*MEMORIZING, "leak.per_template=2", *FAST_UNLEARNING, *loop]
     capfd.readouterr()
     assert main(["--quiet", "forget", "--model", str(model), "--out", str(out), *config]) == 0
