@@ -161,7 +161,9 @@ class UnlearnConfig:
     lora_r: int = _f(4, "LoRA rank", bounds=(1, 1024))
     lora_alpha: int = _f(32, "LoRA alpha", bounds=(1, 65_536))
     lora_dropout: float = _f(0.0, "LoRA dropout")
-    lr: float = _f(1e-4, "learning rate (paper: 5e-5..1e-4)")
+    lr: float = _f(
+        1e-4, "learning rate (paper: 5e-5..1e-4); the loop rows use unlearning.loop.lr when set"
+    )
     epochs: int = _f(10, "most epochs (early stopping may end sooner)", bounds=(1, 10_000))
     max_steps: int | None = _f(
         None, "most optimizer steps, whatever the epochs (null = no cap)", bounds=(1, 10_000_000)
