@@ -5,7 +5,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-from dfsu.unlearning.nullspace import principal_bases, project_out, top_subspace
+from dfsu.unlearning.nullspace import principal_bases, projector, top_subspace
 
 
 def test_the_subspace_holds_the_asked_share_of_energy_with_as_few_directions_as_possible():
@@ -37,15 +37,16 @@ def _train(model, forget: torch.Tensor, bases=None, steps: int = 5) -> None:
     """Gradient ascent on ``forget``; the adapters projected after each step when ``bases``."""
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
     model.train()
-    if bases:
-        project_out(model, bases)
+    project = projector(model, bases) if bases else None
+    if project:
+        project()
     for _ in range(steps):
         loss = -model(input_ids=forget, labels=forget).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
-        if bases:
-            project_out(model, bases)
+        if project:
+            project()
     model.eval()
 
 

@@ -299,14 +299,16 @@ def _constrain(setup: Setup, inputs: UnlearnData, rounds: bool, owner: Owner) ->
     (the owner's public text when there is no retain descent), from the start and after
     every optimizer step."""
     from dfsu.ui import info
-    from dfsu.unlearning.nullspace import principal_bases, project_out
+    from dfsu.unlearning.nullspace import principal_bases, projector
 
     uc, loop = setup.uc, setup.loop
     energy = uc.loop.null_space if rounds and uc.loop.null_space is not None else uc.null_space
     if energy is None:
         return
-    public = [{"text": t, "spans": []} for t in ([] if inputs.retain else owner.public_texts())]
-    retain = inputs.retain or encode_masked(setup.tokenizer, public, uc.max_length)
+    retain = inputs.retain
+    if not retain:
+        public = [{"text": t, "spans": []} for t in owner.public_texts()]
+        retain = encode_masked(setup.tokenizer, public, uc.max_length)
     if not retain:
         raise DfsuError(
             f"unlearning.null_space ({energy}): the owner has no public text to keep the "
@@ -315,8 +317,8 @@ def _constrain(setup: Setup, inputs: UnlearnData, rounds: bool, owner: Owner) ->
     model = loop.unwrapped()
     bases = principal_bases(model, retain, inputs.pad, energy, loop.device)
     model.train()
-    project_out(model, bases)
-    loop.after_step = lambda: project_out(model, bases)
+    loop.after_step = projector(model, bases)
+    loop.after_step()
     dims = sorted({(b.shape[1], b.shape[0]) for b in bases.values()})
     info(f"null space: the adapters avoid {', '.join(f'{k} of {n}' for k, n in dims)} dimensions")
 

@@ -12,6 +12,7 @@ applied to LoRA's A rather than to a closed-form edit).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -60,14 +61,22 @@ def top_subspace(moment: torch.Tensor, energy: float) -> torch.Tensor:
     return vectors[:, : min(k, len(values))].float()
 
 
-def project_out(model: Any, bases: dict[str, torch.Tensor]) -> None:
-    """Every LoRA A made orthogonal to its layer's subspace: A <- A - (A U) U^T."""
+def projector(model: Any, bases: dict[str, torch.Tensor]) -> Callable[[], None]:
+    """A call that makes every LoRA A orthogonal to its layer's subspace, A <- A - (A U) U^T:
+    the matrices and bases are resolved once here, since it runs after every optimizer step."""
     layers = _lora_layers(model)
-    with torch.no_grad():
-        for path, basis in bases.items():
-            for a in layers[path].lora_A.values():
-                u = basis.to(a.weight.device, a.weight.dtype)
-                a.weight -= (a.weight @ u) @ u.T
+    pairs = [
+        (a.weight, basis.to(a.weight.device, a.weight.dtype))
+        for path, basis in bases.items()
+        for a in layers[path].lora_A.values()
+    ]
+
+    def project() -> None:
+        with torch.no_grad():
+            for weight, u in pairs:
+                weight -= (weight @ u) @ u.T
+
+    return project
 
 
 def _lora_layers(model: Any) -> dict[str, Any]:
