@@ -3,6 +3,7 @@ import math
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -521,6 +522,26 @@ def test_retain_self_keeps_only_recitations_without_pii(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["recited_retain_texts"] == 1
     assert summary["pii_tokens_at_start"]["tokens"] > 0
+
+
+def test_retain_self_reads_only_what_the_unlearn_stage_declares(monkeypatch):
+    # The stage runs on a ConfigView of its declared sections; the recitations' default
+    # length and nucleus come from the synthesis section (break: drop it from the stage's
+    # reads, and a loop row with retain_self stops with "reads config section").
+    from dfsu.stage_runner import ConfigView
+    from dfsu.stage_table import UNLEARN
+    from dfsu.stages.unlearn import recited_public_texts
+
+    seen = {}
+    monkeypatch.setattr(
+        "dfsu.evaluation.sampler.unprompted_samples",
+        lambda model, tok, n, tokens, top_p, seed, device: seen.update(tokens=tokens) or [""],
+    )
+    monkeypatch.setattr("dfsu.pii.annotators.load_offline", lambda *a: lambda texts: [[]])
+    cfg = load_config("tiny", ["unlearning.retain_self=2"])
+    view = ConfigView(cfg, "unlearn:dfsu-loop", UNLEARN.reads)
+    assert recited_public_texts(view, Path("."), None, None, "cpu") == []
+    assert seen["tokens"] == cfg.synthesis.free_tokens
 
 
 def test_distill_has_a_learning_rate_of_its_own():

@@ -215,7 +215,17 @@ ANNOTATE = StageDef(
 UNLEARN = StageDef(
     kind="unlearn",
     named="unlearn:{arg}",
-    reads=("seed", "target", "unlearning", "evaluation", "leak", "tagger", "recitation"),
+    # synthesis: unlearning.retain_self samples the model as the synthesis does
+    reads=(
+        "seed",
+        "target",
+        "synthesis",
+        "unlearning",
+        "evaluation",
+        "leak",
+        "tagger",
+        "recitation",
+    ),
     builds_on=("annotate", "target", "seal", "tagger"),
     upstream=_unlearn,
     outputs=lambda p, a: [p.merged(a) / "model.safetensors"],
