@@ -490,7 +490,7 @@ def test_an_unlearning_returns_a_typed_result_written_as_its_summary(
     assert isinstance(result, UnlearnResult) and result.steps == 2 and result.rounds is None
     text = (out / "summary.json").read_text()
     written = json.loads(text)
-    optional = ("rounds", "recitation_bound")
+    optional = ("rounds", "recitation_bound", "null_space")  # left out when off
     fields = [f.name for f in dataclasses.fields(UnlearnSummary) if f.name not in optional]
     assert list(written) == fields  # summary.json's keys, in the dataclass's order
     assert written["checks"] == result.checks and written["kept_check"] == result.kept_check
@@ -603,3 +603,10 @@ def test_null_space_keeps_every_adapter_off_the_public_texts_inputs(trained_micr
         key = path.removeprefix("base_model.model.") + ".lora_A.weight"
         a = next(v for k, v in adapter.items() if k.endswith(key))
         assert (a.float() @ basis).abs().max() < 1e-4 * a.abs().max(), path
+    # summary.json says what was avoided: per adapted layer, k of its n input dimensions
+    recorded = json.loads((out / "summary.json").read_text())["null_space"]
+    assert recorded["energy"] == 0.9 and recorded["retain_texts"] == len(retain)
+    assert recorded["avoided"] == {p: [b.shape[1], b.shape[0]] for p, b in bases.items()}
+    from dfsu.unlearning.result import UnlearnSummary
+
+    assert UnlearnSummary.read(out).null_space == recorded

@@ -252,7 +252,7 @@ def unlearn(
     setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.target.device), tokenizer)
     loop = setup.loop
     inputs, recited = _add_recitations(setup, run, inputs)
-    _constrain(setup, inputs, data == "loop", owner)
+    avoided = _constrain(setup, inputs, data == "loop", owner)
     tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
     meter = None
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
@@ -284,6 +284,7 @@ def unlearn(
             "texts": len(bounded),
             "recited_at_start": result.start_recited,  # the untouched model's, every round
         },
+        null_space=avoided,
     )
     _save(loop, owner.paths.unlearned(name), tokenizer, result.log, summary)
     if result.rounds and loop.is_main:  # in the summary; their adapters served resuming
@@ -293,18 +294,21 @@ def unlearn(
     return owner.paths.unlearned(name)
 
 
-def _constrain(setup: Setup, inputs: UnlearnData, rounds: bool, owner: Owner) -> None:
+def _constrain(
+    setup: Setup, inputs: UnlearnData, rounds: bool, owner: Owner
+) -> dict[str, Any] | None:
     """``unlearning.null_space`` (``unlearning.loop.null_space`` for a loop row, ``rounds``,
     when set): every LoRA A kept off its layer's principal input subspace on the retain text
     (the owner's public text when there is no retain descent), from the start and after
-    every optimizer step."""
+    every optimizer step. Returns what summary.json records (the energy, the texts, and per
+    adapted layer the dimensions avoided of its inputs'), or None when off."""
     from dfsu.ui import info
     from dfsu.unlearning.nullspace import principal_bases, projector
 
     uc, loop = setup.uc, setup.loop
     energy = uc.loop.null_space if rounds and uc.loop.null_space is not None else uc.null_space
     if energy is None:
-        return
+        return None
     retain = inputs.retain
     if not retain:
         public = [{"text": t, "spans": []} for t in owner.public_texts()]
@@ -321,6 +325,11 @@ def _constrain(setup: Setup, inputs: UnlearnData, rounds: bool, owner: Owner) ->
     loop.after_step()
     dims = sorted({(b.shape[1], b.shape[0]) for b in bases.values()})
     info(f"null space: the adapters avoid {', '.join(f'{k} of {n}' for k, n in dims)} dimensions")
+    return {
+        "energy": energy,
+        "retain_texts": len(retain),
+        "avoided": {path: [b.shape[1], b.shape[0]] for path, b in sorted(bases.items())},
+    }
 
 
 def _bound_recitations(cfg: Any, run: Path, loop: TrainLoop, tokenizer: Any):

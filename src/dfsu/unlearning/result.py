@@ -61,7 +61,7 @@ class UnlearnResult:
 @dataclasses.dataclass(frozen=True)
 class UnlearnSummary:
     """summary.json: the recipe, its result and settings, in the file's key order (the
-    optional ``rounds`` and ``recitation_bound`` are left out when None)."""
+    optional ``rounds``, ``recitation_bound`` and ``null_space`` are left out when None)."""
 
     name: str
     method: str
@@ -85,6 +85,7 @@ class UnlearnSummary:
     rule: str  # the keep rule, in words (``methods.RULES``)
     rounds: tuple[Round, ...] | None = None
     recitation_bound: dict[str, Any] | None = None  # ``unlearning.max_recitation_loss``
+    null_space: dict[str, Any] | None = None  # ``unlearning.null_space``: what was avoided
 
     @classmethod
     def of(cls, result: UnlearnResult, **rest: Any) -> UnlearnSummary:
@@ -107,7 +108,7 @@ class UnlearnSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for optional in ("rounds", "recitation_bound"):
+        for optional in ("rounds", "recitation_bound", "null_space"):
             if out[optional] is None:
                 del out[optional]
         return out
