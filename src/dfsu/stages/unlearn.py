@@ -165,19 +165,23 @@ def _data(
             n_held = max(1, round(uc.holdout * len(rows)))
             held = encode_masked(tokenizer, rows[:n_held], uc.max_length)
             train = encode_masked(tokenizer, rows[n_held:][: uc.max_texts], uc.max_length)
-    public = []
-    if method.needs_retain or uc.retain_weight > 0:  # the owner's public text
-        public = [{"text": text, "spans": []} for text in owner.public_texts()]
+    keeps = method.needs_retain or uc.retain_weight > 0  # descent on the owner's public text
     eval_texts = owner.check_texts()[: uc.eval_docs]
     return UnlearnData(
         train=train,
         held=held,
         eval_texts=eval_texts,
         check_texts=eval_texts[: uc.check_docs] if uc.check_docs else eval_texts,
-        retain=encode_masked(tokenizer, public, uc.max_length),
+        retain=encoded_public(owner, tokenizer, uc.max_length) if keeps else [],
         pad=tokenizer.pad_token_id,
         seed=cfg.seed,
     )
+
+
+def encoded_public(owner: Owner, tokenizer: Any, max_length: int) -> list[dict]:
+    """The owner's public text, encoded as PII-free unlearning texts."""
+    public = [{"text": text, "spans": []} for text in owner.public_texts()]
+    return encode_masked(tokenizer, public, max_length)
 
 
 class _Overlay:
@@ -309,10 +313,7 @@ def _constrain(
     energy = uc.loop.null_space if rounds and uc.loop.null_space is not None else uc.null_space
     if energy is None:
         return None
-    retain = inputs.retain
-    if not retain:
-        public = [{"text": t, "spans": []} for t in owner.public_texts()]
-        retain = encode_masked(setup.tokenizer, public, uc.max_length)
+    retain = inputs.retain or encoded_public(owner, setup.tokenizer, uc.max_length)
     if not retain:
         raise DfsuError(
             f"unlearning.null_space ({energy}): the owner has no public text to keep the "
@@ -323,13 +324,10 @@ def _constrain(
     model.train()
     loop.after_step = projector(model, bases)
     loop.after_step()
-    dims = sorted({(b.shape[1], b.shape[0]) for b in bases.values()})
+    avoided = {path: [b.shape[1], b.shape[0]] for path, b in sorted(bases.items())}
+    dims = sorted({tuple(kn) for kn in avoided.values()})
     info(f"null space: the adapters avoid {', '.join(f'{k} of {n}' for k, n in dims)} dimensions")
-    return {
-        "energy": energy,
-        "retain_texts": len(retain),
-        "avoided": {path: [b.shape[1], b.shape[0]] for path, b in sorted(bases.items())},
-    }
+    return {"energy": energy, "retain_texts": len(retain), "avoided": avoided}
 
 
 def _bound_recitations(cfg: Any, run: Path, loop: TrainLoop, tokenizer: Any):
