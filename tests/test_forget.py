@@ -127,6 +127,7 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
         probe = attack["probe"]
         assert probe["values"] == summary["leak"]["before"]["consistent"] > 0, probe
         assert 0 <= probe["unlearned"] < probe["values"] and probe["attacked"] >= 0
+        assert probe["unlearned"] == leak["probe"]["after"]["given_back"]  # one replay
         assert f"of the {probe['values']} values it gave back before" in attack["words"]
     # The truth: the unlearned model emits at most half the private values the original did.
     before = results["rows"][0]

@@ -160,3 +160,21 @@ def test_a_check_below_the_recitation_floor_is_beyond_the_bound():
     assert kept_check(checks, StopRule(10.0)) == 2  # perplexity alone keeps the last
     assert "reciting more than 25%" in bound_crossed(checks[2], rule, 0.1, 0.25)
     assert "perplexity" in bound_crossed(dict(checks[2], ppl=11), rule, 0.1, 0.25)
+
+
+def test_a_check_above_the_self_bound_is_beyond_the_bound():
+    """The self bound: perplexity on the model's own samples (breaks: a rule that reads the
+    public text's perplexity only, or a stop reason that names the wrong bound)."""
+    from dfsu.unlearning.stopping import bound_crossed
+
+    rule = StopRule(10.0, backtracks=1, self_bound=3.0)
+    checks = [
+        dict(c, self_ppl=s)
+        for c, s in zip(_checks((9, 1.0), (9, 2.0), (9, 5.0)), (2.0, 2.9, 3.5), strict=True)
+    ]
+    d = decide(checks, rule)
+    assert (d.action, d.restore, d.keep) == ("backtrack", 1, 1)
+    assert kept_check(checks, StopRule(10.0)) == 2  # perplexity alone keeps the last
+    assert "own samples rose more than 50%" in bound_crossed(checks[2], rule, 0.1, None, 0.5)
+    assert "perplexity rose" in bound_crossed(dict(checks[2], ppl=11), rule, 0.1, None, 0.5)
+    assert bound_crossed(checks[1], rule, 0.1, None, 0.5).startswith("perplexity rose")

@@ -151,7 +151,8 @@ def forget(
     merged = unlearn_stage(owner, stage, name, recipe)
     unlearned = paths.unlearned(name)
     measured: dict[str, Any] = {}
-    probes: dict[str, Any] = {}  # the model as given's probe, drawn once per process
+    # the model as given's probe and recitations, drawn once per process (never written)
+    probes: dict[str, Any] = {}
     for label, directory in (("original", model), (name, merged)):
         path = paths.eval(label)
         stage(
@@ -166,7 +167,7 @@ def forget(
         stage(
             EVALUATE_ATTACKS,
             name,
-            lambda c: measure_attacks(c, owner, merged, path, attacked, probes),
+            lambda c: measure_attacks(c, owner, merged, path, attacked, probes, paths.eval(name)),
         )
         measured["attacks"] = json.loads(path.read_text())
     publish(unlearned, out)
@@ -207,7 +208,7 @@ def measure(
         "leak_estimate": shown(draw.estimate, show_pii),
         "probe": replay(meter, model, tokenizer, device, probe),
         "search_seconds": round(meter.seconds, 1),
-        "recitation": _recitation(cfg, owner, model, tokenizer, device),
+        "recitation": _recitation(cfg, owner, model, tokenizer, device, probes),
         "ppl": perplexity(model, tokenizer, texts, device=device),
         "report_documents": len(texts),
     }
@@ -215,24 +216,29 @@ def measure(
     atomic_write_json(path, result)
 
 
-def _recitation(cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any) -> Any:
+def _recitation(
+    cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any, probes: dict
+) -> Any:
     """Retention of what the owner's model (as given) recites word for word, harvested from
-    it for each measurement and never written: the texts may hold a value the annotator
-    missed."""
+    it once per process (kept in ``probes``) and never written: the texts may hold a value
+    the annotator missed."""
     from dfsu.evaluation.recitation import recitations, retention
 
     if not cfg.recitation.enabled:
         return None
-    rows = recitations(cfg, owner.model, owner.root, None, device)
-    return retention(model, tokenizer, rows, device)
+    if "recited" not in probes:
+        probes["recited"] = recitations(cfg, owner.model, owner.root, None, device)
+    return retention(model, tokenizer, probes["recited"], device)
 
 
 def measure_attacks(
-    cfg: Any, owner: Owner, model_dir: Path, path: Path, names: list, probes: dict
+    cfg: Any, owner: Owner, model_dir: Path, path: Path, names: list, probes: dict, evaluated: Path
 ) -> None:
     """The leak estimate (report draw, consistent values) of the unlearned model after each
     weight attack, and the probe: how many of the values the model as given gave back (the
-    same draw, read again) come back at their own prefixes -> ``path``."""
+    same draw, read again) come back at their own prefixes -> ``path``. The probe's replay
+    on the unattacked model is read from its evaluation (``evaluated``, written by
+    ``measure``: the same model, probe and seeds)."""
     from dfsu.components.models import load_causal_lm, pick_device
     from dfsu.evaluation.attacks import leak_under_attacks
     from dfsu.evaluation.leak import leak_meter
@@ -243,7 +249,10 @@ def measure_attacks(
     meter = leak_meter(cfg, owner, tokenizer, "report")
     probe = _probe(meter, owner, device, probes)
     public = owner.public_texts()
-    result = leak_under_attacks(cfg, names, (model, tokenizer), public, meter, device, probe)
+    unlearned = json.loads(evaluated.read_text())["probe"]
+    result = leak_under_attacks(
+        cfg, names, (model, tokenizer), public, meter, device, probe, unlearned
+    )
     atomic_write_json(path, result)
 
 

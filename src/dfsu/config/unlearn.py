@@ -85,6 +85,20 @@ class LoopConfig:
         "subspace holding this share of the retain inputs' energy; null: unlearning.null_space",
         neutral=None,
     )
+    max_self_ppl_increase: float | None = _f(
+        0.5,
+        "the self bound of the loop rows: a check is beyond it when perplexity on the original "
+        "model's own PII-free unprompted samples (self_samples of them, drawn once before "
+        "training; text the null space does not protect) rose more than this share; the same "
+        "in every round. null: off",
+        neutral=None,
+    )
+    self_samples: int = _f(
+        128,
+        "unprompted samples (synthesis.free_tokens each) drawn for the self bound; those in "
+        "which the run's annotator finds PII are left out",
+        bounds=(1, 1_000_000),
+    )
     spread_bound: bool = _f(
         True,
         "round k of n may raise perplexity k/n of unlearning.max_ppl_increase (the last "
@@ -99,6 +113,11 @@ class LoopConfig:
             self.null_space is None or 0 < self.null_space < 1,
             "unlearning.loop.null_space",
             "must be between 0 and 1 (a share of energy) or null",
+        )
+        _check(
+            self.max_self_ppl_increase is None or self.max_self_ppl_increase > 0,
+            "unlearning.loop.max_self_ppl_increase",
+            "must be > 0 or null",
         )
         _check(
             self.lr is None or (math.isfinite(self.lr) and self.lr > 0),

@@ -378,15 +378,19 @@ def leak_under_attacks(
     meter: Any,
     device: Any,
     probe: list[tuple] | None = None,
+    unlearned: dict[str, Any] | None = None,
 ) -> dict[str, dict]:
     """The leak estimate (``meter``, consistent values) of the model (``model``: it and its
     tokenizer) after each weight attack of ``names`` (quant:B, relearn:N on ``public``).
     With a ``probe`` (``probe.value_prompts`` of the model before unlearning), also how many
-    of its values the model gives back at their own prefixes, unattacked and attacked."""
+    of its values the model gives back at their own prefixes, unattacked (``unlearned``: the
+    probe's replay on it when already made, the same seeds; else replayed here) and
+    attacked."""
     from dfsu.evaluation.probe import replay
 
     model, tokenizer = model
-    unlearned = replay(meter, model, tokenizer, device, probe) if probe else None
+    if probe and unlearned is None:
+        unlearned = replay(meter, model, tokenizer, device, probe)
     result = {}
     for attack in map(parse_attack, names):
         attacked = weight_attacked(cfg, attack, model, tokenizer, public, device)

@@ -57,6 +57,8 @@ from dfsu.unlearning.proxy import pii_token_stats
 from dfsu.unlearning.result import UnlearnSummary
 from dfsu.unlearning.single import train_steps
 
+SELF_SEED = 7919  # added to the run's seed for the self bound's draw (apart from retain_self's)
+
 # PEFT still calls a transformers method that warns about its own deprecation on every load.
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
@@ -91,7 +93,6 @@ def recited_public_texts(cfg: RunConfig, root: Path, model: Any, tokenizer: Any,
     text the model recites, memorized records among it (``unlearning.retain_self``). Needs
     neither the training data nor the records: the model and the annotator only."""
     from dfsu.evaluation.sampler import branch_recitations, unprompted_samples
-    from dfsu.pii.annotators import load_offline
 
     sc, uc = cfg.synthesis, cfg.unlearning
     tokens = uc.retain_self_tokens or sc.free_tokens
@@ -102,8 +103,48 @@ def recited_public_texts(cfg: RunConfig, root: Path, model: Any, tokenizer: Any,
         samples = unprompted_samples(
             model, tokenizer, uc.retain_self, tokens, sc.free_top_p, cfg.seed, device
         )
+    return _pii_free(cfg, root, samples)
+
+
+def _pii_free(cfg: RunConfig, root: Path, samples: list[str]) -> list[str]:
+    """The non-empty ``samples`` in which the run's annotator finds no PII."""
+    from dfsu.pii.annotators import load_offline
+
     annotator = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
     return [t for t, spans in zip(samples, annotator(samples), strict=True) if t and not spans]
+
+
+def _own_samples(setup: Setup, run: Path, rounds: bool) -> tuple[list[str] | None, int]:
+    """The self bound's texts (``unlearning.loop.max_self_ppl_increase``, loop rows only): the
+    untouched model's unprompted samples in which the run's annotator finds no PII, and how
+    many were drawn; (None, 0) when off. Drawn before training (LoRA's B matrices start at
+    zero), with a seed of their own, never trained on."""
+    from dfsu.evaluation.sampler import unprompted_samples
+    from dfsu.ui import info
+
+    cfg, uc, loop = setup.cfg, setup.uc, setup.loop
+    if not rounds or uc.loop.max_self_ppl_increase is None:
+        return None, 0
+    model = loop.unwrapped()
+    model.eval()
+    drawn = unprompted_samples(
+        model,
+        setup.tokenizer,
+        uc.loop.self_samples,
+        cfg.synthesis.free_tokens,
+        cfg.synthesis.free_top_p,
+        cfg.seed + SELF_SEED,
+        loop.device,
+    )
+    own = _pii_free(cfg, run, drawn)
+    if not own:
+        raise DfsuError(
+            f"unlearning.loop.max_self_ppl_increase: the annotator finds PII in all "
+            f"{len(drawn)} of the model's unprompted samples; raise unlearning.loop.self_samples "
+            "or set the bound to null"
+        )
+    info(f"self bound: {len(own)} of {len(drawn)} unprompted samples PII-free")
+    return own, len(drawn)
 
 
 def _add_recitations(setup: Setup, run: Path, data: UnlearnData) -> tuple[UnlearnData, int]:
@@ -262,7 +303,8 @@ def unlearn(
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
         meter = leak_meter(cfg, owner, tokenizer, "select")
     bounded = _bound_recitations(cfg, run, loop, tokenizer)
-    checker = Checker.build(setup, inputs, meter, tracker, bounded)
+    own, drawn = _own_samples(setup, run, data == "loop")
+    checker = Checker.build(setup, inputs, meter, tracker, bounded, own)
 
     if data == "loop":  # rounds of extract -> unlearn, each a pass of ``train_steps``
         start_stats = None
@@ -289,6 +331,15 @@ def unlearn(
             "recited_at_start": result.start_recited,  # the untouched model's, every round
         },
         null_space=avoided,
+        self_bound=None
+        if own is None
+        else {
+            "max_increase": uc.loop.max_self_ppl_increase,
+            "texts": len(own),
+            "drawn": drawn,
+            "start_ppl": result.start_self_ppl,
+            "kept_ppl": result.kept_check.get("self_ppl"),
+        },
     )
     _save(loop, owner.paths.unlearned(name), tokenizer, result.log, summary)
     if result.rounds and loop.is_main:  # in the summary; their adapters served resuming

@@ -20,14 +20,16 @@ class Baseline:
     check_ppl: float
     ppl: float
     recited: float | None
+    self_ppl: float | None = None  # on the model's own samples (None: the self bound is off)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Checker:
-    """``check(step, epoch)``: perplexity on the checked documents, the PII-token proxy on
-    ``held``, the leak estimate when it selects (``meter``: the select draw, or None) and the
-    privacy trajectory when tracked (``tracker``, or None); ``confirm()``: perplexity on all
-    held-out documents, wanted only when ``has_confirm`` (the checks read a subset)."""
+    """``check(step, epoch)``: perplexity on the checked documents (and on the self bound's
+    samples, ``self_pieces``, when on), the PII-token proxy on ``held``, the leak estimate
+    when it selects (``meter``: the select draw, or None) and the privacy trajectory when
+    tracked (``tracker``, or None); ``confirm()``: perplexity on all held-out documents,
+    wanted only when ``has_confirm`` (the checks read a subset)."""
 
     setup: Setup
     meter: Any
@@ -38,6 +40,7 @@ class Checker:
     pad: int
     has_confirm: bool
     recitations: list[dict[str, str]] | None = None
+    self_pieces: list[tuple[list[int], int]] | None = None  # the self bound's samples
 
     @classmethod
     def build(
@@ -47,10 +50,11 @@ class Checker:
         meter: Any = None,
         tracker: Any = None,
         recitations: list[dict[str, str]] | None = None,
+        own: list[str] | None = None,
     ) -> Checker:
         """The checker of a run (``meter``: the leak meter, ``tracker``: the privacy tracker,
-        ``recitations``: the recitation bound's texts; each or None), its documents tokenized
-        once."""
+        ``recitations``: the recitation bound's texts, ``own``: the self bound's samples; each
+        or None), its documents tokenized once."""
         window = default_window(setup.loop.unwrapped())
         return cls(
             setup,
@@ -62,6 +66,7 @@ class Checker:
             pad=data.pad,
             has_confirm=len(data.check_texts) < len(data.eval_texts),
             recitations=recitations,
+            self_pieces=None if own is None else perplexity_pieces(setup.tokenizer, own, window),
         )
 
     def for_round(self, data: UnlearnData) -> Checker:
@@ -76,6 +81,10 @@ class Checker:
         ppl = perplexity_of(unwrapped, self.check_pieces, self.pad, device=loop.device)
         proxy = pii_token_loss(unwrapped, self.held, self.pad, loop.device)
         result = {"step": step, "epoch": round(epoch, 3), "ppl": ppl, "pii_loss": proxy}
+        if self.self_pieces is not None:
+            result["self_ppl"] = perplexity_of(
+                unwrapped, self.self_pieces, self.pad, device=loop.device
+            )
         if self.meter is not None and keep_rule(setup.method, setup.uc) == "leak":
             limit = setup.cfg.leak.check_prompts
             estimate = self.meter(unwrapped, setup.tokenizer, loop.device, limit=limit)[0]
@@ -93,7 +102,7 @@ class Checker:
     def baseline(self, first: dict[str, Any]) -> Baseline:
         """The bounds' baseline from the untouched model's check ``first``."""
         everything = self.confirm() if self.has_confirm else first["ppl"]
-        return Baseline(first["ppl"], everything, first.get("recited"))
+        return Baseline(first["ppl"], everything, first.get("recited"), first.get("self_ppl"))
 
     def confirm(self) -> float:
         """Perplexity on all held-out documents."""

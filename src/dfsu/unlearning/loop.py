@@ -93,6 +93,7 @@ def _untouched(first: dict, base: Baseline, uc: UnlearnConfig) -> UnlearnResult:
         start_ppl=base.ppl,
         ppl_bound=base.ppl * (1 + uc.max_ppl_increase),
         start_recited=base.recited,
+        start_self_ppl=base.self_ppl,
         backtracks=0,
         log=[],
         train_texts=0,
@@ -208,6 +209,7 @@ class RoundLog:
                 steps=trained.steps,
                 round_stop=trained.stop_reason,
                 ppl=trained.kept_check["ppl"],
+                self_ppl=trained.kept_check.get("self_ppl"),
             )
         )
         self.passes.append(trained)

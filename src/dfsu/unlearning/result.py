@@ -30,6 +30,7 @@ class Round:
     steps: int  # optimizer steps the round took
     round_stop: str  # why the round's training stopped
     ppl: float  # perplexity of the round's kept check
+    self_ppl: float | None = None  # ... on the self bound's samples (None: off)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,7 @@ class UnlearnResult:
     train_texts: int  # unlearning texts trained on (dfsu-loop: in its last round)
     held_texts: int  # their held-out share, read by the PII-token proxy
     rounds: tuple[Round, ...] | None = None  # dfsu-loop only
+    start_self_ppl: float | None = None  # the untouched model's on its own samples (None: off)
 
     @property
     def kept_check(self) -> Check:
@@ -61,7 +63,8 @@ class UnlearnResult:
 @dataclasses.dataclass(frozen=True)
 class UnlearnSummary:
     """summary.json: the recipe, its result and settings, in the file's key order (the
-    optional ``rounds``, ``recitation_bound`` and ``null_space`` are left out when None)."""
+    optional ``rounds``, ``recitation_bound``, ``null_space`` and ``self_bound`` are left out
+    when None)."""
 
     name: str
     method: str
@@ -86,6 +89,7 @@ class UnlearnSummary:
     rounds: tuple[Round, ...] | None = None
     recitation_bound: dict[str, Any] | None = None  # ``unlearning.max_recitation_loss``
     null_space: dict[str, Any] | None = None  # ``unlearning.null_space``: what was avoided
+    self_bound: dict[str, Any] | None = None  # ``unlearning.loop.max_self_ppl_increase``
 
     @classmethod
     def of(cls, result: UnlearnResult, **rest: Any) -> UnlearnSummary:
@@ -108,7 +112,7 @@ class UnlearnSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for optional in ("rounds", "recitation_bound", "null_space"):
+        for optional in ("rounds", "recitation_bound", "null_space", "self_bound"):
             if out[optional] is None:
                 del out[optional]
         return out

@@ -169,6 +169,8 @@ def _follow(loop: TrainLoop, checks: list, states: dict, rule: StopRule, entry: 
 def stop_rule(method: Method, uc: UnlearnConfig, base: Baseline) -> StopRule:
     """The stopping policy of a run whose bounds are relative to ``base``."""
     bound = base.check_ppl * (1 + uc.max_ppl_increase)
+    own = uc.loop.max_self_ppl_increase
+    self_bound = None if base.self_ppl is None or own is None else base.self_ppl * (1 + own)
     return StopRule(
         bound,
         uc.patience,
@@ -177,13 +179,15 @@ def stop_rule(method: Method, uc: UnlearnConfig, base: Baseline) -> StopRule:
         uc.plateau_checks,
         uc.plateau_tolerance,
         recitation_floor(base.recited, uc.max_recitation_loss),
+        self_bound,
     )
 
 
 def _figures(check: dict[str, Any]) -> str:
     """A check in the progress bar."""
     recited = f" recited {check['recited']:.0f} %" if "recited" in check else ""
-    return f"ppl {check['ppl']:.2f} pii-loss {check['pii_loss']:.2f}{recited}"
+    own = f" self-ppl {check['self_ppl']:.2f}" if "self_ppl" in check else ""
+    return f"ppl {check['ppl']:.2f}{own} pii-loss {check['pii_loss']:.2f}{recited}"
 
 
 def train_steps(
@@ -228,7 +232,11 @@ def train_steps(
                     stop_reason = f"checks stopped moving ({uc.plateau_checks} checks)"
                 elif decision.action == "stop":
                     stop_reason = bound_crossed(
-                        now, rule, uc.max_ppl_increase, uc.max_recitation_loss
+                        now,
+                        rule,
+                        uc.max_ppl_increase,
+                        uc.max_recitation_loss,
+                        uc.loop.max_self_ppl_increase,
                     )
                     if uc.backtracks:
                         stop_reason += f" (after {uc.backtracks} backtracks)"
@@ -252,6 +260,7 @@ def train_steps(
         start_ppl=base.ppl,
         ppl_bound=full_bound,
         start_recited=base.recited,
+        start_self_ppl=base.self_ppl,
         backtracks=sum(1 for c in checks if c.get("backtrack")),
         log=log,
         train_texts=len(data.train),

@@ -4,7 +4,9 @@ A check is ``{"ppl": held-out perplexity, "pii_loss": held-out PII-token loss, .
 ``checks[0]`` is taken before the first step, and a check at which the loop went back
 carries ``"backtrack": True``. Only checks within the perplexity bound (and, when set, the
 recitation bound: ``check["recited"]``, the share of the selection half of the original
-model's recitations still given back, at least ``min_recited``) may be kept. Beyond
+model's recitations still given back, at least ``min_recited``; the self bound:
+``check["self_ppl"]``, perplexity on the original model's own PII-free samples, at most
+``self_bound``) may be kept. Beyond
 the bound the loop waits ``patience`` checks (public-text descent often brings perplexity
 back), then goes back to the last check within the bound at half the learning rate, at most
 ``backtracks`` times (ascent tips into collapse within a few steps, so a fixed check
@@ -31,6 +33,7 @@ class StopRule:
     plateau: int = 0  # keep="last" only: stop once this many checks have stopped moving
     plateau_tolerance: float = 0.02  # "stopped moving": relative range of both figures
     min_recited: float | None = None  # the recitation bound: the least check["recited"]
+    self_bound: float | None = None  # the self bound: the most check["self_ppl"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class Decision:
 def within(check: Check, rule: StopRule) -> bool:
     if rule.min_recited is not None and check["recited"] < rule.min_recited:
         return False
+    if rule.self_bound is not None and check["self_ppl"] > rule.self_bound:
+        return False
     return check["ppl"] <= rule.bound
 
 
@@ -57,10 +62,18 @@ def recitation_floor(start: float | None, max_loss: float | None) -> float | Non
 
 
 def bound_crossed(
-    check: Check, rule: StopRule, max_ppl_increase: float, max_recitation_loss: float | None
+    check: Check,
+    rule: StopRule,
+    max_ppl_increase: float,
+    max_recitation_loss: float | None,
+    max_self_ppl_increase: float | None = None,
 ) -> str:
-    """Why a check is beyond the bounds, in words (perplexity first)."""
-    if check["ppl"] > rule.bound or max_recitation_loss is None:
+    """Why a check is beyond the bounds, in words (perplexity first, then the self bound)."""
+    if check["ppl"] > rule.bound:
+        return f"perplexity rose more than {max_ppl_increase:.0%}"
+    if rule.self_bound is not None and check["self_ppl"] > rule.self_bound:
+        return f"perplexity on the model's own samples rose more than {max_self_ppl_increase:.0%}"
+    if max_recitation_loss is None:
         return f"perplexity rose more than {max_ppl_increase:.0%}"
     return f"the model stopped reciting more than {max_recitation_loss:.0%} of its recitations"
 
