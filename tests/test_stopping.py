@@ -178,3 +178,31 @@ def test_a_check_above_the_self_bound_is_beyond_the_bound():
     assert "own samples rose more than 50%" in bound_crossed(checks[2], rule, 0.1, None, 0.5)
     assert "perplexity rose" in bound_crossed(dict(checks[2], ppl=11), rule, 0.1, None, 0.5)
     assert bound_crossed(checks[1], rule, 0.1, None, 0.5).startswith("perplexity rose")
+
+
+def test_a_check_past_the_collapse_guard_is_beyond_the_bound():
+    """The collapse guard: the percent of degenerate samples (breaks: a guard measured but not
+    enforced, or a stop reason that names the perplexity bound)."""
+    from dfsu.unlearning.stopping import bound_crossed
+
+    rule = StopRule(10.0, backtracks=1, max_degenerate=20.0)
+    checks = [
+        dict(c, degenerate=d)
+        for c, d in zip(_checks((9, 1.0), (9, 2.0), (9, 5.0)), (0.0, 20.0, 62.5), strict=True)
+    ]
+    d = decide(checks, rule)
+    assert (d.action, d.restore, d.keep) == ("backtrack", 1, 1)  # 20 % is within
+    assert kept_check(checks, StopRule(10.0)) == 2
+    assert "more than 20 % of the guard's samples degenerate" in bound_crossed(
+        checks[2], rule, 0.1, None
+    )
+    assert "perplexity rose" in bound_crossed(dict(checks[2], ppl=11), rule, 0.1, None)
+
+
+def test_with_no_check_within_the_bounds_the_run_stops_at_the_untouched_adapter():
+    """A bound the first check already exceeds (a guard read on a round's new prompts) stops
+    the run instead of going back to a check that does not exist."""
+    rule = StopRule(10.0, backtracks=3, max_degenerate=20.0)
+    checks = [dict(c, degenerate=40.0) for c in _checks((9, 1.0), (9, 2.0))]
+    d = decide(checks, rule)
+    assert (d.action, d.keep, d.reason) == ("stop", 0, "bound")

@@ -86,7 +86,7 @@ class LoopConfig:
         neutral=None,
     )
     max_self_ppl_increase: float | None = _f(
-        0.5,
+        None,
         "the self bound of the loop rows: a check is beyond it when perplexity on the original "
         "model's own PII-free unprompted samples (self_samples of them, drawn once before "
         "training; text the null space does not protect) rose more than this share; the same "
@@ -97,6 +97,20 @@ class LoopConfig:
         128,
         "unprompted samples (synthesis.free_tokens each) drawn for the self bound; those in "
         "which the run's annotator finds PII are left out",
+        bounds=(1, 1_000_000),
+    )
+    max_degenerate: float | None = _f(
+        20.0,
+        "the collapse guard of the loop rows: a check is beyond it when more than this percent "
+        "of its samples are degenerate (empty, or one repeated character), sampled as the "
+        "leak estimate samples on the first guard_prompts prompts of the round's draw; null: "
+        "off (a round mostly degenerate is still discarded)",
+        neutral=None,
+    )
+    guard_prompts: int = _f(
+        16,
+        "prompts each check of the collapse guard samples (leak.samples continuations each)",
+        neutral=16,
         bounds=(1, 1_000_000),
     )
     spread_bound: bool = _f(
@@ -113,6 +127,11 @@ class LoopConfig:
             self.null_space is None or 0 < self.null_space < 1,
             "unlearning.loop.null_space",
             "must be between 0 and 1 (a share of energy) or null",
+        )
+        _check(
+            self.max_degenerate is None or 0 <= self.max_degenerate < 100,
+            "unlearning.loop.max_degenerate",
+            "must be a percent in [0, 100) or null",
         )
         _check(
             self.max_self_ppl_increase is None or self.max_self_ppl_increase > 0,

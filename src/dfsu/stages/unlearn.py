@@ -304,7 +304,8 @@ def unlearn(
         meter = leak_meter(cfg, owner, tokenizer, "select")
     bounded = _bound_recitations(cfg, run, loop, tokenizer)
     own, drawn = _own_samples(setup, run, data == "loop")
-    checker = Checker.build(setup, inputs, meter, tracker, bounded, own)
+    guard = uc.loop.guard_prompts if data == "loop" and uc.loop.max_degenerate is not None else None
+    checker = Checker.build(setup, inputs, meter, tracker, bounded, own, guard)
 
     if data == "loop":  # rounds of extract -> unlearn, each a pass of ``train_steps``
         start_stats = None

@@ -27,9 +27,10 @@ class Baseline:
 class Checker:
     """``check(step, epoch)``: perplexity on the checked documents (and on the self bound's
     samples, ``self_pieces``, when on), the PII-token proxy on ``held``, the leak estimate
-    when it selects (``meter``: the select draw, or None) and the privacy trajectory when
-    tracked (``tracker``, or None); ``confirm()``: perplexity on all held-out documents,
-    wanted only when ``has_confirm`` (the checks read a subset)."""
+    when it selects (``meter``: the select draw, or None), the share of degenerate samples
+    on ``guard`` of the meter's prompts (the collapse guard, when on) and the privacy
+    trajectory when tracked (``tracker``, or None); ``confirm()``: perplexity on all
+    held-out documents, wanted only when ``has_confirm`` (the checks read a subset)."""
 
     setup: Setup
     meter: Any
@@ -41,6 +42,7 @@ class Checker:
     has_confirm: bool
     recitations: list[dict[str, str]] | None = None
     self_pieces: list[tuple[list[int], int]] | None = None  # the self bound's samples
+    guard: int | None = None  # the collapse guard's prompts (of ``meter``'s draw), or None
 
     @classmethod
     def build(
@@ -51,10 +53,12 @@ class Checker:
         tracker: Any = None,
         recitations: list[dict[str, str]] | None = None,
         own: list[str] | None = None,
+        guard: int | None = None,
     ) -> Checker:
         """The checker of a run (``meter``: the leak meter, ``tracker``: the privacy tracker,
-        ``recitations``: the recitation bound's texts, ``own``: the self bound's samples; each
-        or None), its documents tokenized once."""
+        ``recitations``: the recitation bound's texts, ``own``: the self bound's samples,
+        ``guard``: the collapse guard's prompts, read from ``meter``; each or None), its
+        documents tokenized once."""
         window = default_window(setup.loop.unwrapped())
         return cls(
             setup,
@@ -67,6 +71,7 @@ class Checker:
             has_confirm=len(data.check_texts) < len(data.eval_texts),
             recitations=recitations,
             self_pieces=None if own is None else perplexity_pieces(setup.tokenizer, own, window),
+            guard=guard,
         )
 
     def for_round(self, data: UnlearnData) -> Checker:
@@ -81,6 +86,9 @@ class Checker:
         ppl = perplexity_of(unwrapped, self.check_pieces, self.pad, device=loop.device)
         proxy = pii_token_loss(unwrapped, self.held, self.pad, loop.device)
         result = {"step": step, "epoch": round(epoch, 3), "ppl": ppl, "pii_loss": proxy}
+        if self.guard is not None:
+            draw = self.meter(unwrapped, setup.tokenizer, loop.device, limit=self.guard)
+            result["degenerate"] = draw.estimate["degenerate"]
         if self.self_pieces is not None:
             result["self_ppl"] = perplexity_of(
                 unwrapped, self.self_pieces, self.pad, device=loop.device

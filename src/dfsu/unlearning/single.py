@@ -166,8 +166,11 @@ def _follow(loop: TrainLoop, checks: list, states: dict, rule: StopRule, entry: 
     return decision
 
 
-def stop_rule(method: Method, uc: UnlearnConfig, base: Baseline) -> StopRule:
-    """The stopping policy of a run whose bounds are relative to ``base``."""
+def stop_rule(method: Method, uc: UnlearnConfig, base: Baseline, first: dict[str, Any]) -> StopRule:
+    """The stopping policy of a run whose bounds are relative to ``base``; ``first``: the
+    run's first check (a dfsu-loop round's: where the checks measure the collapse guard, a
+    round may not end more degenerate than ``unlearning.loop.max_degenerate`` or its start,
+    whichever is higher)."""
     bound = base.check_ppl * (1 + uc.max_ppl_increase)
     own = uc.loop.max_self_ppl_increase
     self_bound = None if base.self_ppl is None or own is None else base.self_ppl * (1 + own)
@@ -180,6 +183,7 @@ def stop_rule(method: Method, uc: UnlearnConfig, base: Baseline) -> StopRule:
         uc.plateau_tolerance,
         recitation_floor(base.recited, uc.max_recitation_loss),
         self_bound,
+        None if "degenerate" not in first else max(uc.loop.max_degenerate, first["degenerate"]),
     )
 
 
@@ -187,7 +191,8 @@ def _figures(check: dict[str, Any]) -> str:
     """A check in the progress bar."""
     recited = f" recited {check['recited']:.0f} %" if "recited" in check else ""
     own = f" self-ppl {check['self_ppl']:.2f}" if "self_ppl" in check else ""
-    return f"ppl {check['ppl']:.2f}{own} pii-loss {check['pii_loss']:.2f}{recited}"
+    degenerate = f" degenerate {check['degenerate']:.0f} %" if "degenerate" in check else ""
+    return f"ppl {check['ppl']:.2f}{own} pii-loss {check['pii_loss']:.2f}{recited}{degenerate}"
 
 
 def train_steps(
@@ -215,7 +220,7 @@ def train_steps(
     checks = [checker.check(0, 0.0)]
     confirm = checker.confirm if checker.has_confirm else None  # None: the checks read all
     base = base or checker.baseline(checks[0])
-    rule = stop_rule(method, uc, base)
+    rule = stop_rule(method, uc, base, checks[0])
     states = {0: lora_state(loop.unwrapped())}  # adapters of the checks the policy may return to
     log: list[dict[str, Any]] = []
     stop_reason, step = "budget spent", 0

@@ -6,7 +6,8 @@ carries ``"backtrack": True``. Only checks within the perplexity bound (and, whe
 recitation bound: ``check["recited"]``, the share of the selection half of the original
 model's recitations still given back, at least ``min_recited``; the self bound:
 ``check["self_ppl"]``, perplexity on the original model's own PII-free samples, at most
-``self_bound``) may be kept. Beyond
+``self_bound``; the collapse guard: ``check["degenerate"]``, the percent of degenerate
+samples, at most ``max_degenerate``) may be kept. Beyond
 the bound the loop waits ``patience`` checks (public-text descent often brings perplexity
 back), then goes back to the last check within the bound at half the learning rate, at most
 ``backtracks`` times (ascent tips into collapse within a few steps, so a fixed check
@@ -34,6 +35,7 @@ class StopRule:
     plateau_tolerance: float = 0.02  # "stopped moving": relative range of both figures
     min_recited: float | None = None  # the recitation bound: the least check["recited"]
     self_bound: float | None = None  # the self bound: the most check["self_ppl"]
+    max_degenerate: float | None = None  # the collapse guard: the most check["degenerate"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ def within(check: Check, rule: StopRule) -> bool:
     if rule.min_recited is not None and check["recited"] < rule.min_recited:
         return False
     if rule.self_bound is not None and check["self_ppl"] > rule.self_bound:
+        return False
+    if rule.max_degenerate is not None and check["degenerate"] > rule.max_degenerate:
         return False
     return check["ppl"] <= rule.bound
 
@@ -68,11 +72,14 @@ def bound_crossed(
     max_recitation_loss: float | None,
     max_self_ppl_increase: float | None = None,
 ) -> str:
-    """Why a check is beyond the bounds, in words (perplexity first, then the self bound)."""
+    """Why a check is beyond the bounds, in words (perplexity first, then the self bound, the
+    collapse guard, the recitation bound)."""
     if check["ppl"] > rule.bound:
         return f"perplexity rose more than {max_ppl_increase:.0%}"
     if rule.self_bound is not None and check["self_ppl"] > rule.self_bound:
         return f"perplexity on the model's own samples rose more than {max_self_ppl_increase:.0%}"
+    if rule.max_degenerate is not None and check["degenerate"] > rule.max_degenerate:
+        return f"more than {rule.max_degenerate:g} % of the guard's samples degenerate"
     if max_recitation_loss is None:
         return f"perplexity rose more than {max_ppl_increase:.0%}"
     return f"the model stopped reciting more than {max_recitation_loss:.0%} of its recitations"
@@ -108,9 +115,9 @@ def decide(checks: Sequence[Check], rule: StopRule) -> Decision:
         over += 1
     if over <= rule.patience:
         return Decision("continue", keep, over=over)
-    if sum(1 for c in checks if c.get("backtrack")) < rule.backtracks:
-        restore = max(i for i, c in enumerate(checks) if within(c, rule))
-        return Decision("backtrack", keep, restore=restore, over=over)
+    good = [i for i, c in enumerate(checks) if within(c, rule)]
+    if good and sum(1 for c in checks if c.get("backtrack")) < rule.backtracks:
+        return Decision("backtrack", keep, restore=good[-1], over=over)
     return Decision("stop", keep, over=over, reason="bound")
 
 
