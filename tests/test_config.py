@@ -197,7 +197,15 @@ def test_an_older_runs_stored_config_loads_and_dumps_the_new_layout(tmp_path):
         _, group, leaf = new.split(".")
         unlearning[old.split(".")[1]] = unlearning[group].pop(leaf)
     added_since = {  # newer than the flat layout
-        "loop": {"spread_bound", "lr", "null_space", "max_self_ppl_increase", "self_samples"}
+        "loop": {
+            "spread_bound",
+            "lr",
+            "null_space",
+            "max_self_ppl_increase",
+            "self_samples",
+            "max_degenerate",
+            "guard_prompts",
+        }
     }
     for group in ("npo", "distill", "loop"):
         assert set(unlearning.pop(group)) == added_since.get(group, set())

@@ -114,17 +114,17 @@ def _pii_free(cfg: RunConfig, root: Path, samples: list[str]) -> list[str]:
     return [t for t, spans in zip(samples, annotator(samples), strict=True) if t and not spans]
 
 
-def _own_samples(setup: Setup, run: Path, rounds: bool) -> tuple[list[str] | None, int]:
+def _own_samples(setup: Setup, run: Path, rounds: bool) -> list[str] | None:
     """The self bound's texts (``unlearning.loop.max_self_ppl_increase``, loop rows only): the
-    untouched model's unprompted samples in which the run's annotator finds no PII, and how
-    many were drawn; (None, 0) when off. Drawn before training (LoRA's B matrices start at
+    untouched model's ``unlearning.loop.self_samples`` unprompted samples in which the run's
+    annotator finds no PII; None when off. Drawn before training (LoRA's B matrices start at
     zero), with a seed of their own, never trained on."""
     from dfsu.evaluation.sampler import unprompted_samples
     from dfsu.ui import info
 
     cfg, uc, loop = setup.cfg, setup.uc, setup.loop
     if not rounds or uc.loop.max_self_ppl_increase is None:
-        return None, 0
+        return None
     model = loop.unwrapped()
     model.eval()
     drawn = unprompted_samples(
@@ -144,7 +144,31 @@ def _own_samples(setup: Setup, run: Path, rounds: bool) -> tuple[list[str] | Non
             "or set the bound to null"
         )
     info(f"self bound: {len(own)} of {len(drawn)} unprompted samples PII-free")
-    return own, len(drawn)
+    return own
+
+
+def _bound_record(uc: UnlearnConfig, bounded: list | None, result: Any) -> dict | None:
+    """summary.json's ``recitation_bound``, or None when the bound is off."""
+    if bounded is None:
+        return None
+    return {
+        "max_loss": uc.max_recitation_loss,
+        "texts": len(bounded),
+        "recited_at_start": result.start_recited,  # the untouched model's, every round
+    }
+
+
+def _self_bound_record(uc: UnlearnConfig, own: list[str] | None, result: Any) -> dict | None:
+    """summary.json's ``self_bound``, or None when the bound is off."""
+    if own is None:
+        return None
+    return {
+        "max_increase": uc.loop.max_self_ppl_increase,
+        "texts": len(own),
+        "drawn": uc.loop.self_samples,
+        "start_ppl": result.start_self_ppl,
+        "kept_ppl": result.kept_check.get("self_ppl"),
+    }
 
 
 def _add_recitations(setup: Setup, run: Path, data: UnlearnData) -> tuple[UnlearnData, int]:
@@ -303,7 +327,7 @@ def unlearn(
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
         meter = leak_meter(cfg, owner, tokenizer, "select")
     bounded = _bound_recitations(cfg, run, loop, tokenizer)
-    own, drawn = _own_samples(setup, run, data == "loop")
+    own = _own_samples(setup, run, data == "loop")
     guard = uc.loop.guard_prompts if data == "loop" and uc.loop.max_degenerate is not None else None
     checker = Checker.build(setup, inputs, meter, tracker, bounded, own, guard)
 
@@ -324,23 +348,9 @@ def unlearn(
         recited_retain_texts=recited,
         seconds=round(time.time() - started, 1),
         rule=RULES[keep_rule(spec, uc)],
-        recitation_bound=None
-        if bounded is None
-        else {
-            "max_loss": uc.max_recitation_loss,
-            "texts": len(bounded),
-            "recited_at_start": result.start_recited,  # the untouched model's, every round
-        },
+        recitation_bound=_bound_record(uc, bounded, result),
         null_space=avoided,
-        self_bound=None
-        if own is None
-        else {
-            "max_increase": uc.loop.max_self_ppl_increase,
-            "texts": len(own),
-            "drawn": drawn,
-            "start_ppl": result.start_self_ppl,
-            "kept_ppl": result.kept_check.get("self_ppl"),
-        },
+        self_bound=_self_bound_record(uc, own, result),
     )
     _save(loop, owner.paths.unlearned(name), tokenizer, result.log, summary)
     if result.rounds and loop.is_main:  # in the summary; their adapters served resuming
