@@ -206,3 +206,17 @@ def test_with_no_check_within_the_bounds_the_run_stops_at_the_untouched_adapter(
     checks = [dict(c, degenerate=40.0) for c in _checks((9, 1.0), (9, 2.0))]
     d = decide(checks, rule)
     assert (d.action, d.keep, d.reason) == ("stop", 0, "bound")
+
+
+def test_a_round_is_guarded_at_its_own_start_where_that_is_higher():
+    """``stop_rule``: the guard binds at ``unlearning.loop.max_degenerate`` or the round's first
+    check, whichever is higher, and only where the checks measure it (breaks: a round that
+    starts above the guard stopping at once, or a guard imposed on rows that never sample)."""
+    from dfsu.unlearning.checks import Baseline
+    from dfsu.unlearning.single import stop_rule
+
+    uc, base = UnlearnConfig(), Baseline(3.0, 3.0, None)
+    pscu = METHODS["pscu"]
+    assert stop_rule(pscu, uc, base, {"ppl": 3.0, "degenerate": 5.0}).max_degenerate == 20.0
+    assert stop_rule(pscu, uc, base, {"ppl": 3.0, "degenerate": 30.0}).max_degenerate == 30.0
+    assert stop_rule(pscu, uc, base, {"ppl": 3.0}).max_degenerate is None
