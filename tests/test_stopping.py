@@ -143,6 +143,13 @@ def test_last_eval_every_spaces_the_checks_of_methods_kept_by_their_last_check_o
     assert check_every(METHODS["gen_only"], UnlearnConfig(eval_every=5)) == 5
 
 
+def _rising(key: str, values: tuple) -> list[dict]:
+    """Three checks within the perplexity bound, the PII-token loss rising (1, 2, 5), each
+    carrying one more bound's figure ``key`` from ``values``."""
+    checks = _checks((9, 1.0), (9, 2.0), (9, 5.0))
+    return [dict(c, **{key: v}) for c, v in zip(checks, values, strict=True)]
+
+
 def test_a_check_below_the_recitation_floor_is_beyond_the_bound():
     """The recitation bound (breaks: a rule that reads perplexity only)."""
     from dfsu.unlearning.stopping import bound_crossed, recitation_floor
@@ -151,10 +158,7 @@ def test_a_check_below_the_recitation_floor_is_beyond_the_bound():
     assert floor == 60.0 and recitation_floor(80.0, None) is None
     assert recitation_floor(None, 0.25) is None
     rule = StopRule(10.0, backtracks=1, min_recited=floor)
-    checks = [
-        dict(c, recited=r)
-        for c, r in zip(_checks((9, 1.0), (9, 2.0), (9, 5.0)), (80, 70, 50), strict=True)
-    ]
+    checks = _rising("recited", (80, 70, 50))
     d = decide(checks, rule)
     assert (d.action, d.restore, d.keep) == ("backtrack", 1, 1)
     assert kept_check(checks, StopRule(10.0)) == 2  # perplexity alone keeps the last
@@ -168,10 +172,7 @@ def test_a_check_above_the_self_bound_is_beyond_the_bound():
     from dfsu.unlearning.stopping import bound_crossed
 
     rule = StopRule(10.0, backtracks=1, self_bound=3.0)
-    checks = [
-        dict(c, self_ppl=s)
-        for c, s in zip(_checks((9, 1.0), (9, 2.0), (9, 5.0)), (2.0, 2.9, 3.5), strict=True)
-    ]
+    checks = _rising("self_ppl", (2.0, 2.9, 3.5))
     d = decide(checks, rule)
     assert (d.action, d.restore, d.keep) == ("backtrack", 1, 1)
     assert kept_check(checks, StopRule(10.0)) == 2  # perplexity alone keeps the last
@@ -186,10 +187,7 @@ def test_a_check_past_the_collapse_guard_is_beyond_the_bound():
     from dfsu.unlearning.stopping import bound_crossed
 
     rule = StopRule(10.0, backtracks=1, max_degenerate=20.0)
-    checks = [
-        dict(c, degenerate=d)
-        for c, d in zip(_checks((9, 1.0), (9, 2.0), (9, 5.0)), (0.0, 20.0, 62.5), strict=True)
-    ]
+    checks = _rising("degenerate", (0.0, 20.0, 62.5))
     d = decide(checks, rule)
     assert (d.action, d.restore, d.keep) == ("backtrack", 1, 1)  # 20 % is within
     assert kept_check(checks, StopRule(10.0)) == 2
