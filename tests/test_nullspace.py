@@ -5,7 +5,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-from dfsu.unlearning.nullspace import principal_bases, projector, top_subspace
+from dfsu.unlearning.nullspace import distinct, principal_bases, projector, top_subspace
 
 
 def test_the_subspace_holds_the_asked_share_of_energy_with_as_few_directions_as_possible():
@@ -78,3 +78,36 @@ def test_an_update_kept_off_the_retain_inputs_leaves_their_outputs_unchanged():
     assert moved_forget > 0.1  # the constrained update still changes the forget text
     assert moved_retain < 1e-3 * moved_forget
     assert logits[False][0] > 0.1  # unconstrained, the retain text moves too
+
+
+def test_a_repeated_retain_text_is_read_once_and_weighted_by_its_count():
+    """``retain_self_copies`` repeats a recitation in the retain text: the subspace is the one
+    of the moment over every copy, taken by a naive reference here (breaks: copies dropped
+    without their weight, or padding counted)."""
+    model = _adapted()
+    texts = [[1, 5, 9, 13], [2, 30, 31, 40, 41, 50], [7, 7, 8]]
+    encoded = [{"input_ids": t, "pii": [0] * len(t)} for t in texts]
+    retain = encoded[:1] + encoded[1:2] * 5 + encoded[2:] * 2
+    assert distinct(retain) == ([encoded[0], encoded[1], encoded[2]], [1, 5, 2])
+    moments = {}
+    layers = {n: m for n, m in model.named_modules() if hasattr(m, "lora_A") and len(m.lora_A)}
+
+    def hook(name):
+        def record(_module, args):
+            x = args[0].detach().float().reshape(-1, args[0].shape[-1])
+            moments[name] = moments.get(name, 0) + x.T @ x
+
+        return record
+
+    handles = [m.register_forward_pre_hook(hook(n)) for n, m in layers.items()]
+    with torch.no_grad():
+        for item in retain:  # one at a time: no padding
+            model(input_ids=torch.tensor([item["input_ids"]]))
+    for h in handles:
+        h.remove()
+    bases = principal_bases(model, retain, 0, 0.99, "cpu", batch=2)
+    assert bases.keys() == moments.keys()
+    for name, moment in moments.items():
+        expected = top_subspace(moment, 0.99)
+        assert bases[name].shape == expected.shape
+        assert torch.allclose(bases[name] @ bases[name].T, expected @ expected.T, atol=1e-4)

@@ -20,6 +20,20 @@ def warmup_cosine(step: int, total: int, lr: float, warmup: int, floor: float) -
     return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def without_component(gradient: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
+    """``gradient`` less its component along ``direction`` (pure): a step along the result
+    leaves a loss whose gradient is ``direction`` unchanged to first order. Unchanged when
+    ``direction`` is zero."""
+    norm = torch.dot(direction, direction)
+    if float(norm) == 0.0:
+        return gradient
+    return gradient - (torch.dot(gradient, direction) / norm) * direction
+
+
+def _flat(grad: torch.Tensor | None, param: torch.Tensor) -> torch.Tensor:
+    return (torch.zeros_like(param) if grad is None else grad).flatten()
+
+
 class TrainLoop:
     """Optimizer steps under ``accelerate``: one process or several (``accelerate launch``),
     bf16 autocast on CUDA, accumulation over micro-batches, clipping, the learning rate.
@@ -61,6 +75,11 @@ class TrainLoop:
         self.clip = clip
         self.after_step: Callable[[], None] | None = None
         self.cpu_bf16 = cpu and cpu_bf16
+        # unlearning.project_retain: ``step`` takes each micro-batch's loss apart into its
+        # "forget" and "retain" parts and moves along the forget gradient only off the retain one
+        self.project_retain = False
+        self._sums: list[torch.Tensor] | None = None  # the step's forget and retain gradients
+        self.projected = {"steps": 0, "opposed": 0}  # opposed: the two gradients at > 90 deg
 
     @property
     def device(self) -> torch.device:
@@ -116,13 +135,14 @@ class TrainLoop:
         weights = weights or [1 / len(micro_batches)] * len(micro_batches)
         before = profiling.snapshot()
         logged: dict[str, float] = {}
+        backward = self._projected if self.project_retain else self._backward
         for i, (micro, weight) in enumerate(zip(micro_batches, weights, strict=True)):
             last = i == len(micro_batches) - 1
             sync = contextlib.nullcontext() if last else self.accelerator.no_sync(self.model)
             with sync:
                 with self._autocast():
                     loss, parts = loss_of(micro)
-                self.accelerator.backward(loss * weight)
+                backward(loss, parts, weight, last)
             for k, v in parts.items():
                 value = float(v.detach()) if torch.is_tensor(v) else float(v)
                 logged[k] = logged.get(k, 0.0) + weight * value
@@ -140,3 +160,34 @@ class TrainLoop:
         if self.after_step is not None:  # a constraint on the weights (unlearning.null_space)
             self.after_step()
         return logged
+
+    def _backward(self, loss: torch.Tensor, parts: dict, weight: float, last: bool) -> None:
+        self.accelerator.backward(loss * weight)
+
+    def _projected(self, loss: torch.Tensor, parts: dict, weight: float, last: bool) -> None:
+        """``project_retain``: the micro-batch's forget and retain gradients apart, summed
+        over the step's micro-batches; at the last one the step's gradient becomes the forget
+        gradient without its component along the retain gradient, plus the retain descent
+        (``loss - forget``) as it was (``without_component``)."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        forget, retain = parts["forget"], loss - parts["forget"]
+        grads = torch.autograd.grad(forget * weight, params, retain_graph=True, allow_unused=True)
+        kept = torch.autograd.grad(retain * weight, params, allow_unused=True)
+        flat = torch.cat([_flat(g, p) for g, p in zip(grads, params, strict=True)])
+        flat_kept = torch.cat([_flat(g, p) for g, p in zip(kept, params, strict=True)])
+        if self._sums is None:
+            self._sums = [flat, flat_kept]
+        else:
+            self._sums[0] += flat
+            self._sums[1] += flat_kept
+        if not last:
+            return
+        total, total_kept = (self.accelerator.reduce(t, "mean") for t in self._sums)
+        self._sums = None
+        self.projected["steps"] += 1
+        self.projected["opposed"] += int(float(torch.dot(total, total_kept)) < 0)
+        combined = without_component(total, total_kept) + total_kept
+        offset = 0
+        for p in params:
+            p.grad = combined[offset : offset + p.numel()].view_as(p).clone()
+            offset += p.numel()

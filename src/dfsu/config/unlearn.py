@@ -6,6 +6,7 @@ Their old flat keys (``unlearning.distill_gamma``) still load: ``config.moved``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -83,6 +84,24 @@ class LoopConfig:
         0.99,
         "unlearning.null_space for the loop rows: their adapters kept off the principal "
         "subspace holding this share of the retain inputs' energy; null: unlearning.null_space",
+        neutral=None,
+    )
+    retain_self: int | None = _f(
+        None,
+        "unlearning.retain_self for the loop rows (the model's own PII-free recitations in "
+        "the retain descent); null: unlearning.retain_self",
+        neutral=None,
+        bounds=(0, 1_000_000),
+    )
+    retain_self_copies: int | None = _f(
+        None,
+        "unlearning.retain_self_copies for the loop rows; null: unlearning.retain_self_copies",
+        neutral=None,
+        bounds=(1, 1000),
+    )
+    project_retain: bool | None = _f(
+        None,
+        "unlearning.project_retain for the loop rows; null: unlearning.project_retain",
         neutral=None,
     )
     max_self_ppl_increase: float | None = _f(
@@ -185,6 +204,13 @@ class UnlearnConfig:
         "times each recited text is repeated in the retain text (its share of retain batches)",
         neutral=1,
         bounds=(1, 1000),
+    )
+    project_retain: bool = _f(
+        False,
+        "take each optimizer step's forget gradient off the gradient of the retain descent "
+        "(public text, recitations), so the step leaves the retain loss unchanged to first "
+        "order; the retain descent itself is added as it is (needs retain_weight > 0)",
+        neutral=False,
     )
     null_space: float | None = _f(
         None,
@@ -325,3 +351,22 @@ class UnlearnConfig:
             "must be between 0 and 1 (a share of energy) or null",
         )
         _check(self.keep_by in ("proxy", "leak"), "unlearning.keep_by", "must be proxy or leak")
+        for key, project in (
+            ("unlearning.project_retain", self.project_retain),
+            ("unlearning.loop.project_retain", self.loop.project_retain),
+        ):
+            _check(not project or self.retain_weight > 0, key, "needs unlearning.retain_weight > 0")
+
+    def for_loop(self) -> UnlearnConfig:
+        """The settings a loop row follows: ``unlearning.loop``'s retain_self,
+        retain_self_copies and project_retain where set (the loop's lr and null_space are
+        read where they apply)."""
+        loop = self.loop
+        return dataclasses.replace(
+            self,
+            retain_self=self.retain_self if loop.retain_self is None else loop.retain_self,
+            retain_self_copies=loop.retain_self_copies or self.retain_self_copies,
+            project_retain=(
+                self.project_retain if loop.project_retain is None else loop.project_retain
+            ),
+        )

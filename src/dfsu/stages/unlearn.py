@@ -314,12 +314,15 @@ def unlearn(
 
     model, tokenizer, modules = _adapted_model(owner, cfg.unlearning)
     cfg = _fit_context(cfg, model)
+    if data == "loop":
+        cfg = _Overlay(cfg, unlearning=cfg.unlearning.for_loop())
     uc = cfg.unlearning
     inputs = _data(cfg, owner, tokenizer, spec, data, pseudo, truth)
     lr = learning_rate(spec, uc, loop=data == "loop")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.target.device), tokenizer)
     loop = setup.loop
+    loop.project_retain = uc.project_retain
     inputs, recited = _add_recitations(setup, run, inputs)
     avoided = _constrain(setup, inputs, data == "loop", owner)
     tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
@@ -351,6 +354,7 @@ def unlearn(
         recitation_bound=_bound_record(uc, bounded, result),
         null_space=avoided,
         self_bound=_self_bound_record(uc, own, result),
+        projection=dict(loop.projected) if uc.project_retain else None,
     )
     _save(loop, owner.paths.unlearned(name), tokenizer, result.log, summary)
     if result.rounds and loop.is_main:  # in the summary; their adapters served resuming

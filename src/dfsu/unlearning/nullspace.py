@@ -24,16 +24,24 @@ def principal_bases(
     model: Any, retain: list[dict[str, Any]], pad: int, energy: float, device: Any, batch: int = 16
 ) -> dict[str, torch.Tensor]:
     """{LoRA module path: the orthonormal columns U [in, k] of the smallest subspace holding
-    ``energy`` of the second moment of that layer's inputs on ``retain`` (encoded texts)}."""
+    ``energy`` of the second moment of that layer's inputs on ``retain`` (encoded texts)}.
+    A text repeated in ``retain`` (``unlearning.retain_self_copies``) is read once and
+    weighted by its count."""
     layers = _lora_layers(model)
     moments: dict[str, torch.Tensor] = {}
-    mask: list[torch.Tensor] = []
+    weights: list[torch.Tensor] = []  # the batch's per-token weights (0: padding)
+    texts, counts = distinct(retain)
 
     def hook(path: str):
         def record(_module: Any, args: tuple) -> None:
             x = args[0].detach().float()
-            x = x[mask[0].bool()] if x.dim() == 3 else x  # real tokens only
-            moments[path] = moments.get(path, 0) + x.T @ x
+            if x.dim() == 3:  # real tokens only
+                real = weights[0] > 0
+                x, w = x[real], weights[0][real]
+            else:
+                w = torch.ones(len(x), device=x.device)
+            weighted = x if bool((w == 1).all()) else x * w[:, None]
+            moments[path] = moments.get(path, 0) + weighted.T @ x
 
         return record
 
@@ -41,14 +49,33 @@ def principal_bases(
     model.eval()
     try:
         with torch.no_grad():
-            for i in range(0, len(retain), batch):
-                cols = collate_masked(retain[i : i + batch], pad)
-                mask[:] = [cols["attention_mask"].to(device)]
-                model(input_ids=cols["input_ids"].to(device), attention_mask=mask[0])
+            for i in range(0, len(texts), batch):
+                cols = collate_masked(texts[i : i + batch], pad)
+                mask = cols["attention_mask"].to(device)
+                count = torch.tensor(counts[i : i + batch], dtype=torch.float32, device=device)
+                weights[:] = [mask.float() * count[:, None]]
+                model(input_ids=cols["input_ids"].to(device), attention_mask=mask)
     finally:
         for h in handles:
             h.remove()
     return {path: top_subspace(m, energy) for path, m in moments.items()}
+
+
+def distinct(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The encoded texts of ``items`` once each, in first-seen order, and how many times each
+    came (pure)."""
+    seen: dict[tuple, int] = {}
+    texts: list[dict[str, Any]] = []
+    counts: list[int] = []
+    for item in items:
+        key = tuple(int(t) for t in item["input_ids"])
+        if key in seen:
+            counts[seen[key]] += 1
+        else:
+            seen[key] = len(texts)
+            texts.append(item)
+            counts.append(1)
+    return texts, counts
 
 
 def top_subspace(moment: torch.Tensor, energy: float) -> torch.Tensor:

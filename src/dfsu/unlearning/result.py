@@ -63,8 +63,8 @@ class UnlearnResult:
 @dataclasses.dataclass(frozen=True)
 class UnlearnSummary:
     """summary.json: the recipe, its result and settings, in the file's key order (the
-    optional ``rounds``, ``recitation_bound``, ``null_space`` and ``self_bound`` are left out
-    when None)."""
+    optional ``rounds``, ``recitation_bound``, ``null_space``, ``self_bound`` and
+    ``projection`` are left out when None)."""
 
     name: str
     method: str
@@ -90,6 +90,7 @@ class UnlearnSummary:
     recitation_bound: dict[str, Any] | None = None  # ``unlearning.max_recitation_loss``
     null_space: dict[str, Any] | None = None  # ``unlearning.null_space``: what was avoided
     self_bound: dict[str, Any] | None = None  # ``unlearning.loop.max_self_ppl_increase``
+    projection: dict[str, int] | None = None  # ``unlearning.project_retain``: steps, opposed
 
     @classmethod
     def of(cls, result: UnlearnResult, **rest: Any) -> UnlearnSummary:
@@ -112,7 +113,7 @@ class UnlearnSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for optional in ("rounds", "recitation_bound", "null_space", "self_bound"):
+        for optional in ("rounds", "recitation_bound", "null_space", "self_bound", "projection"):
             if out[optional] is None:
                 del out[optional]
         return out

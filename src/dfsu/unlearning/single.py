@@ -65,6 +65,8 @@ def objective(
         targets=batch["input_ids"][:, 1:],
     )
     parts = method.objective(terms, uc)
+    if uc.project_retain:  # the part the step projects off the retain descent's gradient
+        parts = dict(parts, forget=parts["loss"])
     if uc.retain_weight > 0 and not method.needs_retain:
         # Beyond the paper: descent on public general text as well.
         kept = retain_objective(retain_losses, retain_valid)
