@@ -244,3 +244,18 @@ def test_a_sweep_grid_may_use_an_old_key():
     grid = points([parse_axis("unlearning.distill_gamma=10,20")])
     cfgs = [load_config("tiny", [_override(k, v) for k, v in p.items()]) for p in grid]
     assert [c.unlearning.distill.gamma for c in cfgs] == [10.0, 20.0]
+
+
+def test_the_loop_rows_follow_their_own_retain_settings_where_set():
+    cfg = load_config("tiny", ["unlearning.retain_self=7", "unlearning.loop.retain_self_copies=3"])
+    loop = cfg.unlearning.for_loop()
+    assert (loop.retain_self, loop.retain_self_copies) == (7, 3)  # null: unlearning's
+    assert loop.project_retain is False  # null: unlearning's, off
+    loop_on = load_config("tiny", ["unlearning.loop.project_retain=true"]).unlearning
+    assert loop_on.for_loop().project_retain is True and loop_on.project_retain is False
+    off = load_config(
+        "tiny", ["unlearning.project_retain=true", "unlearning.loop.project_retain=false"]
+    )
+    assert off.unlearning.for_loop().project_retain is False
+    with pytest.raises(DfsuError, match="unlearning.loop.project_retain: needs"):
+        load_config("tiny", ["unlearning.retain_weight=0", "unlearning.loop.project_retain=true"])
