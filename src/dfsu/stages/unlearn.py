@@ -322,6 +322,8 @@ def unlearn(
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.target.device), tokenizer)
     loop = setup.loop
+    if uc.project_retain and loop.accelerator.num_processes > 1:
+        raise DfsuError("unlearning.project_retain: runs in one process (no accelerate launch)")
     loop.project_retain = uc.project_retain
     inputs, recited = _add_recitations(setup, run, inputs)
     avoided = _constrain(setup, inputs, data == "loop", owner)
