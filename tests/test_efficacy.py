@@ -179,3 +179,26 @@ def test_the_loops_checks_read_the_collapse_guard(memorizing_run):
     assert checks and all(0 <= c["degenerate"] <= 100 for c in checks), checks
     limit = cfg.unlearning.loop.max_degenerate
     assert summary["kept_check"]["degenerate"] <= max(limit, summary["checks"][0]["degenerate"])
+
+
+@pytest.mark.slow
+def test_a_loop_with_projected_steps_projects_every_step(memorizing_run):
+    """``unlearning.loop.project_retain`` (off by default) reaches the loop's train loop: every
+    optimizer step of the round is projected, and summary.json counts them (breaks: the loop's
+    setting not resolved for the loop rows, or the train loop stepping as before)."""
+    import dataclasses
+
+    from dfsu.stages.unlearn import unlearn
+
+    cfg, run, _ = memorizing_run
+    shipped = json.loads(RunPaths(run).unlearned_summary("dfsu-loop").read_text())
+    assert "projection" not in shipped
+    loop = dataclasses.replace(cfg.unlearning.loop, project_retain=True, rounds=1, steps=10)
+    uc = dataclasses.replace(cfg.unlearning, loop=loop)
+    out = unlearn(dataclasses.replace(cfg, unlearning=uc), run, "pscu", "loop", name="projected")
+    summary = json.loads((out / "summary.json").read_text())
+    projection = summary["projection"]
+    assert projection["steps"] == summary["steps"] > 0, (projection, summary["steps"])
+    assert 0 <= projection["opposed"] <= projection["steps"]
+    log = [json.loads(line) for line in (out / "train_log.jsonl").open()]
+    assert all("forget" in entry for entry in log)  # the part taken off the retain gradient

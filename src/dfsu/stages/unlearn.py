@@ -322,9 +322,7 @@ def unlearn(
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.target.device), tokenizer)
     loop = setup.loop
-    if uc.project_retain and loop.accelerator.num_processes > 1:
-        raise DfsuError("unlearning.project_retain: runs in one process (no accelerate launch)")
-    loop.project_retain = uc.project_retain
+    _project(loop, uc)
     inputs, recited = _add_recitations(setup, run, inputs)
     avoided = _constrain(setup, inputs, data == "loop", owner)
     tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
@@ -364,6 +362,14 @@ def unlearn(
 
         shutil.rmtree(owner.paths.rounds(name), ignore_errors=True)
     return owner.paths.unlearned(name)
+
+
+def _project(loop: TrainLoop, uc: UnlearnConfig) -> None:
+    """``unlearning.project_retain`` (the loop rows': ``unlearning.loop.project_retain``): the
+    train loop takes each step's forget gradient off the retain descent's; one process only."""
+    if uc.project_retain and loop.accelerator.num_processes > 1:
+        raise DfsuError("unlearning.project_retain: runs in one process (no accelerate launch)")
+    loop.project_retain = uc.project_retain
 
 
 def _constrain(
