@@ -358,12 +358,13 @@ class UnlearnConfig:
             _check(not project or self.retain_weight > 0, key, "needs unlearning.retain_weight > 0")
 
     def for_loop(self) -> UnlearnConfig:
-        """The settings a loop row follows: ``unlearning.loop``'s retain_self,
-        retain_self_copies and project_retain where set (the loop's lr and null_space are
-        read where they apply)."""
+        """The settings a loop row follows: ``unlearning.loop``'s null_space, retain_self,
+        retain_self_copies and project_retain where set (the loop's lr is read by
+        ``methods.learning_rate``: it also wins over distill.lr)."""
         loop = self.loop
         return dataclasses.replace(
             self,
+            null_space=self.null_space if loop.null_space is None else loop.null_space,
             retain_self=self.retain_self if loop.retain_self is None else loop.retain_self,
             retain_self_copies=loop.retain_self_copies or self.retain_self_copies,
             project_retain=(

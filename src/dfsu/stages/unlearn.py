@@ -324,7 +324,7 @@ def unlearn(
     loop = setup.loop
     _project(loop, uc)
     inputs, recited = _add_recitations(setup, run, inputs)
-    avoided = _constrain(setup, inputs, data == "loop", owner)
+    avoided = _constrain(setup, inputs, owner)
     tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
     meter = None
     if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
@@ -372,19 +372,17 @@ def _project(loop: TrainLoop, uc: UnlearnConfig) -> None:
     loop.project_retain = uc.project_retain
 
 
-def _constrain(
-    setup: Setup, inputs: UnlearnData, rounds: bool, owner: Owner
-) -> dict[str, Any] | None:
-    """``unlearning.null_space`` (``unlearning.loop.null_space`` for a loop row, ``rounds``,
-    when set): every LoRA A kept off its layer's principal input subspace on the retain text
-    (the owner's public text when there is no retain descent), from the start and after
-    every optimizer step. Returns what summary.json records (the energy, the texts, and per
-    adapted layer the dimensions avoided of its inputs'), or None when off."""
+def _constrain(setup: Setup, inputs: UnlearnData, owner: Owner) -> dict[str, Any] | None:
+    """``unlearning.null_space`` (a loop row's: ``unlearning.loop.null_space`` when set, by
+    ``UnlearnConfig.for_loop``): every LoRA A kept off its layer's principal input subspace
+    on the retain text (the owner's public text when there is no retain descent), from the
+    start and after every optimizer step. Returns what summary.json records (the energy, the
+    texts, and per adapted layer the dimensions avoided of its inputs'), or None when off."""
     from dfsu.ui import info
     from dfsu.unlearning.nullspace import principal_bases, projector
 
     uc, loop = setup.uc, setup.loop
-    energy = uc.loop.null_space if rounds and uc.loop.null_space is not None else uc.null_space
+    energy = uc.null_space
     if energy is None:
         return None
     retain = inputs.retain or encoded_public(owner, setup.tokenizer, uc.max_length)

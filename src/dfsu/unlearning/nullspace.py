@@ -35,13 +35,12 @@ def principal_bases(
     def hook(path: str):
         def record(_module: Any, args: tuple) -> None:
             x = args[0].detach().float()
-            if x.dim() == 3:  # real tokens only
+            if x.dim() == 3:  # real tokens only, each weighted by its text's count (x 1.0 is exact)
                 real = weights[0] > 0
                 x, w = x[real], weights[0][real]
+                moments[path] = moments.get(path, 0) + (x * w[:, None]).T @ x
             else:
-                w = torch.ones(len(x), device=x.device)
-            weighted = x if bool((w == 1).all()) else x * w[:, None]
-            moments[path] = moments.get(path, 0) + weighted.T @ x
+                moments[path] = moments.get(path, 0) + x.T @ x
 
         return record
 
