@@ -297,3 +297,37 @@ def test_top_per_group_keeps_the_best_of_each_group():
     groups = torch.tensor([0, 0, 1, 1, 1, 0])
     assert set(_top_per_group(scores, groups, 2).tolist()) == {1, 5, 3, 2}
     assert set(_top_per_group(scores, groups, 1).tolist()) == {1, 3}
+
+
+def test_a_cache_layer_with_room_holds_what_a_concatenating_one_holds():
+    from transformers.cache_utils import DynamicLayer
+
+    from dfsu.evaluation.sampler import RoomyLayer
+
+    torch.manual_seed(0)
+    plain = DynamicLayer()
+    first = torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4)
+    plain.update(*first)
+    roomy = RoomyLayer.holding(plain, room=2)  # room for two; the third step reallocates
+    for _ in range(4):
+        step = torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)
+        expected = [t.clone() for t in plain.update(*step)]
+        got = roomy.update(*step)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+        assert roomy.get_seq_length() == plain.get_seq_length()
+    roomy.crop(-2)  # a cropped layer goes on by concatenation, still exact
+    plain.crop(-2)
+    step = torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)
+    assert torch.equal(roomy.update(*step)[0], plain.update(*step)[0])
+
+
+def test_sampling_with_room_in_the_cache_draws_what_concatenation_draws(trained_run, monkeypatch):
+    from dfsu.evaluation import sampler
+
+    cfg, run = trained_run
+    model, tok = load_causal_lm(run / "target")
+    prompts = make_prompts(read_records(run)[:7], "first_entity", tok)
+    roomy = sample_continuations(model, tok, prompts, num_samples=3, seed=5, batch_size=3)
+    monkeypatch.setattr(sampler, "_preallocated", lambda cache, room: cache)
+    plain = sample_continuations(model, tok, prompts, num_samples=3, seed=5, batch_size=3)
+    assert roomy == plain

@@ -1,7 +1,8 @@
 """Prefix/suffix splits of the injected records and a batched, seeded continuation sampler.
 
 Prefixes are batched with left padding, each repeated K times in the batch, and decoded
-together with the KV cache; every generation is cut to its own true suffix's length in tokens.
+together with the KV cache (room for every new position set aside once, not concatenated per
+step); every generation is cut to its own true suffix's length in tokens.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+from transformers.cache_utils import DynamicLayer
 
 from dfsu.errors import DfsuError
 from dfsu.evaluation.metrics import Sample
@@ -123,7 +125,7 @@ def decode_batch(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=True
     )
     name = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.24: cache
-    past, logits = out[name], out.logits[:, -1]
+    past, logits = _preallocated(out[name], max_new_tokens), out.logits[:, -1]
     done = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
     new_tokens = []
     for _ in range(max_new_tokens):
@@ -144,6 +146,60 @@ def decode_batch(
         )
         past, logits = out[name], out.logits[:, -1]
     return torch.stack(new_tokens, dim=1)
+
+
+def _preallocated(cache: Any, room: int) -> Any:
+    """``cache`` with each plain growing layer replaced by one holding ``room`` more positions
+    in place (the same keys and values, no concatenation per step); any other cache as is."""
+    layers = getattr(cache, "layers", None)
+    if isinstance(layers, list):
+        for index, layer in enumerate(layers):
+            if type(layer) is DynamicLayer and layer.is_initialized:
+                layers[index] = RoomyLayer.holding(layer, room)
+    return cache
+
+
+class RoomyLayer(DynamicLayer):
+    """A growing cache layer with room set aside: ``update`` writes the new positions into
+    a buffer and hands back a view of the positions written so far (exactly the keys and
+    values a concatenating layer holds), reallocating only when the room runs out. A layer
+    cropped or reordered since (its keys no longer that view) goes on as a plain one."""
+
+    @classmethod
+    def holding(cls, layer: DynamicLayer, room: int) -> RoomyLayer:
+        new = cls()
+        new.device, new.is_initialized = layer.device, True
+        new._length = layer.keys.shape[-2]
+        new._keys = _with_room(layer.keys, new._length + room)
+        new._values = _with_room(layer.values, new._length + room)
+        new.keys = new._keys[..., : new._length, :]
+        new.values = new._values[..., : new._length, :]
+        return new
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if self.keys.data_ptr() != self._keys.data_ptr() or self.keys.shape != (
+            *self._keys.shape[:-2],
+            self._length,
+            self._keys.shape[-1],
+        ):
+            return super().update(key_states, value_states)
+        end = self._length + key_states.shape[-2]
+        if end > self._keys.shape[-2]:
+            self._keys = _with_room(self.keys, 2 * end)
+            self._values = _with_room(self.values, 2 * end)
+        self._keys[..., self._length : end, :] = key_states
+        self._values[..., self._length : end, :] = value_states
+        self._length = end
+        self.keys, self.values = self._keys[..., :end, :], self._values[..., :end, :]
+        return self.keys, self.values
+
+
+def _with_room(states: torch.Tensor, length: int) -> torch.Tensor:
+    """A buffer of ``length`` positions holding ``states`` at its start."""
+    shape = (*states.shape[:-2], length, states.shape[-1])
+    buffer = states.new_empty(shape)
+    buffer[..., : states.shape[-2], :] = states
+    return buffer
 
 
 @torch.no_grad()
