@@ -146,6 +146,17 @@ def test_tagger_finds_names_in_text_it_never_saw(tagger_dir):
     assert tagger.predict(["", "   "]) == [[], []]
 
 
+def test_a_repeated_text_is_tagged_once_with_the_same_spans(tagger_dir, monkeypatch):
+    tagger = Tagger.load(tagger_dir)
+    texts = ["Patient Vorquelan Drabisk was admitted.", "Mail lena.k@example.org today."]
+    alone = [tagger.predict([t])[0] for t in texts]
+    seen = []
+    spans = tagger._spans
+    monkeypatch.setattr(tagger, "_spans", lambda text: seen.append(text) or spans(text))
+    assert tagger.predict([texts[0], texts[1], texts[0]]) == [alone[0], alone[1], alone[0]]
+    assert seen == texts and alone[0]
+
+
 @pytest.mark.slow
 def test_tagger_reads_long_texts(tagger_dir):
     tagger = Tagger.load(tagger_dir)

@@ -99,7 +99,9 @@ class Tagger:
         return cls(path)
 
     def predict(self, texts: list[str]) -> list[list[Span]]:
-        return [self._spans(text) for text in texts]
+        """Each text's spans; a text repeated (a recited sample) is tagged once."""
+        tagged = {text: self._spans(text) for text in dict.fromkeys(texts)}
+        return [list(tagged[text]) for text in texts]
 
     def _spans(self, text: str) -> list[Span]:
         # Lone surrogates (valid in JSON, not in UTF-8) become "?": same length, no crash.
