@@ -1,12 +1,13 @@
 """Where `dfsu forget`'s time goes on a model, measured in one run.
 
-    python benchmarks/forget_time.py MODEL [--config tiny] [k=v ...]
+    python benchmarks/forget_time.py MODEL [--public FILE] [--config tiny] [k=v ...]
 
 MODEL is a model directory (e.g. a `dfsu run tiny` directory's RUN/target). Runs `dfsu forget
---model MODEL` with its defaults into a temporary directory and prints each stage's wall
-seconds (from OUT/manifest.json), the whole command's, and the share of them spent on the two
-data-free measures added to every evaluation: the leak estimate's free search (unprompted
-samples, ``search_seconds``) and the recitation harvest (timed here again on the model, alone).
+--model MODEL` (with ``--public FILE``: the owner's public text) with its defaults into a
+temporary directory and prints each stage's wall seconds (from OUT/manifest.json), the whole
+command's, and the share of them spent on the two data-free measures added to every
+evaluation: the leak estimate's free search (unprompted samples, ``search_seconds``) and the
+recitation harvest (timed here again on the model, alone).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model")
     parser.add_argument("--config", default="tiny")
+    parser.add_argument("--public", default=None, help="dfsu forget's --public FILE")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -47,6 +49,7 @@ def main() -> int:
         started = time.monotonic()
         code = dfsu(
             ["--quiet", "forget", "--model", args.model, "--out", str(out), "--config", args.config]
+            + (["--public", args.public] if args.public else [])
             + args.overrides
         )
         total = time.monotonic() - started

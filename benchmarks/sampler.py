@@ -1,7 +1,8 @@
-"""Batched sampler vs a naive loop (one `generate` call per prefix per sample).
+"""Batched sampler vs a naive loop (one `generate` call per prefix per sample), and vs itself
+with a KV cache that concatenates every step (the room set aside once turned off).
 
-Same target, prefixes, K and lengths; prints both wall times and their ratio, measured in
-this one run.
+Same target, prefixes, K and lengths; prints the wall times and their ratios, measured in
+this one run, and whether the two batched draws are the same.
 
     python benchmarks/sampler.py --run RUN         # a run with RUN/target (e.g. `dfsu demo`)
     python benchmarks/sampler.py                   # builds the tiny run in a temp dir first
@@ -18,6 +19,7 @@ import torch
 
 from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
+from dfsu.evaluation import sampler
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.pii.run_records import read_records
 from dfsu.simulation.stages.corpus import build_corpus
@@ -75,18 +77,28 @@ def main() -> None:
         f"{torch.get_num_threads()} threads"
     )
 
+    def batched_draw():
+        return sample_continuations(
+            model,
+            tok,
+            prompts,
+            num_samples=args.k,
+            top_p=ec.top_p,
+            top_k=ec.top_k,
+            temperature=ec.temperature,
+            batch_size=args.batch_size,
+        )
+
     start = time.perf_counter()
-    sample_continuations(
-        model,
-        tok,
-        prompts,
-        num_samples=args.k,
-        top_p=ec.top_p,
-        top_k=ec.top_k,
-        temperature=ec.temperature,
-        batch_size=args.batch_size,
-    )
+    drawn = batched_draw()
     batched = time.perf_counter() - start
+
+    room = sampler._preallocated
+    sampler._preallocated = lambda cache, _room: cache  # every step concatenates
+    start = time.perf_counter()
+    concatenated = batched_draw()
+    plain = time.perf_counter() - start
+    sampler._preallocated = room
 
     start = time.perf_counter()
     naive(model, tok, prompts, args.k, ec.top_p, ec.top_k, ec.temperature, seed=0)
@@ -95,6 +107,8 @@ def main() -> None:
     print(f"batched sampler: {batched:8.2f} s  ({tokens / batched:8.0f} tokens/s)")
     print(f"naive loop:      {loop:8.2f} s  ({tokens / loop:8.0f} tokens/s)")
     print(f"speed-up:        {loop / batched:8.1f}x")
+    print(f"concatenating cache: {plain:8.2f} s, {plain / batched:.2f}x the batched sampler's")
+    print(f"the same draws with and without the room: {drawn == concatenated}")
 
 
 if __name__ == "__main__":
