@@ -7,7 +7,9 @@ MODEL is a model directory (e.g. a `dfsu run tiny` directory's RUN/target). Runs
 temporary directory and prints each stage's wall seconds (from OUT/manifest.json), the whole
 command's, and the share of them spent on the two data-free measures added to every
 evaluation: the leak estimate's free search (unprompted samples, ``search_seconds``) and the
-recitation harvest (timed here again on the model, alone).
+recitation harvest (timed here again on the model, alone). It also prints the machine's matmul
+rate just before and after the command: on a shared machine the rate moves, and seconds from
+runs at different rates do not compare.
 """
 
 from __future__ import annotations
@@ -37,6 +39,15 @@ def _harvest_seconds(config: str, overrides: list[str], model: Path, out: Path) 
     return seconds
 
 
+def _matmul_rate() -> float:
+    """This machine's float32 matmul rate now, GFLOP/s."""
+    import torch
+
+    from dfsu.components.profiling import matmul_rate
+
+    return matmul_rate(torch.device("cpu"))["flops_per_s"] / 1e9
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model")
@@ -46,6 +57,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
+        rate_before = _matmul_rate()
         started = time.monotonic()
         code = dfsu(
             ["--quiet", "forget", "--model", args.model, "--out", str(out), "--config", args.config]
@@ -55,6 +67,7 @@ def main() -> int:
         total = time.monotonic() - started
         if code:
             return code
+        rate_after = _matmul_rate()
         stages = json.loads((out / "manifest.json").read_text())["stages"]
         for name, stage in stages.items():
             print(f"{name:28s} {stage.get('seconds', 0):8.1f} s")
@@ -67,6 +80,7 @@ def main() -> int:
         )
         harvest = _harvest_seconds(args.config, args.overrides, Path(args.model), out)
         print(f"share of the whole: recitation harvest {100 * harvest / total:.1f} %")
+        print(f"matmul rate before / after: {rate_before:.0f} / {rate_after:.0f} GFLOP/s")
     return 0
 
 
