@@ -186,6 +186,22 @@ def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
     assert "free 256 unprompted samples" in words
     after = {"consistent": 1, "sources": {"shapes": {"confirmed": 1}, "free": {"confirmed": 0}}}
     assert "by source: shapes 0 -> 1, free 0 -> 0" in leak_words(seen, after)
+    assert "degenerate" not in leak_words(seen, after)
+
+
+def test_the_owner_summary_says_when_the_fall_may_be_collapse():
+    from dfsu.forget_report import DEGENERATE_SHOWN, leak_words
+
+    sources = {"shapes": {"prompts": 8, "confirmed": 4}}
+    before = {"consistent": 213, "degenerate": 0.0, "sources": sources}
+    collapsed = {"consistent": 3, "degenerate": 36.0, "sources": {}}
+    words = leak_words(before, collapsed)
+    assert "36 % of the samples after unlearning are degenerate" in words
+    assert "against 0 % before" in words and "stopped writing" in words
+    for quiet in (DEGENERATE_SHOWN - 0.1, 0.0):  # below the line: nothing said
+        assert "degenerate" not in leak_words(before, dict(collapsed, degenerate=quiet))
+    as_before = dict(before, degenerate=40.0)  # no more degenerate than the model as given
+    assert "degenerate" not in leak_words(as_before, dict(collapsed, degenerate=40.0))
 
 
 def test_a_value_in_the_owners_public_text_is_public():

@@ -86,7 +86,27 @@ def leak_words(before: dict[str, Any], after: dict[str, Any]) -> str:
         "(on a simulated model with record shapes dfsu never saw, this count fell further "
         "than the true leak: docs/results.md)"
     )
-    return f"{words}; searched: {searched}"
+    return f"{words}; searched: {searched}{_collapse_words(before, after)}"
+
+
+# At least this percent of the report draw's samples degenerate after unlearning (and more
+# than before): the words say that part of the fall may be a model that stopped writing. The
+# collapse guard's default; a retrain that never saw the records ended 11 % of them at once.
+DEGENERATE_SHOWN = 20.0
+
+
+def _collapse_words(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """A clause on degenerate samples after unlearning, or "" (pure): a model that writes
+    empty or one-character text gives no value back, and the count cannot tell that apart
+    from forgetting."""
+    b, a = before.get("degenerate", 0.0), after.get("degenerate", 0.0)
+    if a < DEGENERATE_SHOWN or a <= b:
+        return ""
+    return (
+        f"; {a:.0f} % of the samples after unlearning are degenerate (empty, or one character "
+        f"repeated), against {b:.0f} % before: part of that fall may be a model that stopped "
+        "writing, not one that forgot"
+    )
 
 
 def probe_words(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
