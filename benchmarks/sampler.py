@@ -95,10 +95,12 @@ def main() -> None:
 
     room = sampler._preallocated
     sampler._preallocated = lambda cache, _room: cache  # every step concatenates
-    start = time.perf_counter()
-    concatenated = batched_draw()
-    plain = time.perf_counter() - start
-    sampler._preallocated = room
+    try:
+        start = time.perf_counter()
+        concatenated = batched_draw()
+        plain = time.perf_counter() - start
+    finally:
+        sampler._preallocated = room
 
     start = time.perf_counter()
     naive(model, tok, prompts, args.k, ec.top_p, ec.top_k, ec.temperature, seed=0)

@@ -169,19 +169,20 @@ class RoomyLayer(DynamicLayer):
     def holding(cls, layer: DynamicLayer, room: int) -> RoomyLayer:
         new = cls()
         new.device, new.is_initialized = layer.device, True
-        new._length = layer.keys.shape[-2]
-        new._keys = _with_room(layer.keys, new._length + room)
-        new._values = _with_room(layer.values, new._length + room)
-        new.keys = new._keys[..., : new._length, :]
-        new.values = new._values[..., : new._length, :]
+        length = layer.keys.shape[-2]
+        new._keys = _with_room(layer.keys, length + room)
+        new._values = _with_room(layer.values, length + room)
+        new._written(length)
         return new
 
+    def _written(self, length: int) -> None:
+        """``keys`` and ``values``: the buffers' first ``length`` positions."""
+        self._length = length
+        self.keys, self.values = self._keys[..., :length, :], self._values[..., :length, :]
+
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        if self.keys.data_ptr() != self._keys.data_ptr() or self.keys.shape != (
-            *self._keys.shape[:-2],
-            self._length,
-            self._keys.shape[-1],
-        ):
+        # Cropping keeps the buffer but shortens the view; reordering or selecting copies it.
+        if self.keys.data_ptr() != self._keys.data_ptr() or self.keys.shape[-2] != self._length:
             return super().update(key_states, value_states)
         end = self._length + key_states.shape[-2]
         if end > self._keys.shape[-2]:
@@ -189,8 +190,7 @@ class RoomyLayer(DynamicLayer):
             self._values = _with_room(self.values, 2 * end)
         self._keys[..., self._length : end, :] = key_states
         self._values[..., self._length : end, :] = value_states
-        self._length = end
-        self.keys, self.values = self._keys[..., :end, :], self._values[..., :end, :]
+        self._written(end)
         return self.keys, self.values
 
 
