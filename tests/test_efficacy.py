@@ -202,3 +202,31 @@ def test_a_loop_with_projected_steps_projects_every_step(memorizing_run):
     assert 0 <= projection["opposed"] <= projection["steps"]
     log = [json.loads(line) for line in (out / "train_log.jsonl").open()]
     assert all("forget" in entry for entry in log)  # the part taken off the retain gradient
+
+
+@pytest.mark.slow
+def test_the_garbled_share_tells_nonsense_from_text(memorizing_run):
+    """Under the model as given, its own records and samples are text and word-piece soup is
+    garbled (breaks: NLL read at the wrong positions, the line not the vocabulary's, a
+    constant); every row carries the share, on the records' prefixes and on the owner's draw."""
+    import torch
+
+    from dfsu.components.models import load_causal_lm
+    from dfsu.evaluation.garbled import garbled
+    from dfsu.evaluation.sampler import make_prompts
+    from dfsu.pii.run_records import read_records
+
+    cfg, run, results = memorizing_run
+    rows = _rows(results)
+    assert rows["original"]["garbled"] <= 5, rows["original"]["garbled"]
+    assert rows["original"]["leak_estimate"]["garbled"] <= 10, rows["original"]["leak_estimate"]
+    for row in rows.values():
+        assert 0 <= row["garbled"] <= 100 and 0 <= row["leak_estimate"]["garbled"] <= 100
+    model, tokenizer = load_causal_lm(RunPaths(run).target)
+    prompts = make_prompts(read_records(run), cfg.evaluation.prefix, tokenizer)
+    prefixes = [p.prefix for p in prompts]
+    assert garbled(model, tokenizer, prefixes, [[p.suffix] for p in prompts], "cpu") <= 5
+    draw = torch.Generator().manual_seed(0)
+    ids = torch.randint(len(tokenizer), (len(prompts), 12), generator=draw).tolist()
+    soup = [[tokenizer.decode(row, skip_special_tokens=True)] for row in ids]
+    assert garbled(model, tokenizer, prefixes, soup, "cpu") >= 90

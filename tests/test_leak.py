@@ -285,3 +285,18 @@ def test_a_replayed_probe_counts_values_given_back_at_their_own_prefix_and_the_h
         "given_back": 0,
         "hit_pct": 0.0,
     }
+
+
+def test_the_owner_summary_says_when_the_fall_may_be_nonsense():
+    """With the garbled share measured, the clause reads it (a model writing word-piece soup
+    has no degenerate sample and gives no value back)."""
+    from dfsu.forget_report import DEGENERATE_SHOWN, leak_words
+
+    sources = {"shapes": {"prompts": 8, "confirmed": 4}}
+    before = {"consistent": 213, "degenerate": 0.0, "garbled": 1.0, "sources": sources}
+    soup = {"consistent": 2, "degenerate": 0.0, "garbled": 85.0, "sources": {}}
+    words = leak_words(before, soup)
+    assert "85 % of the samples after unlearning are garbled" in words
+    assert "against 1 % before" in words and "writes nonsense" in words
+    assert "garbled" not in leak_words(before, dict(soup, garbled=DEGENERATE_SHOWN - 0.1))
+    assert "garbled" not in leak_words(dict(before, garbled=90.0), soup)  # no more than before

@@ -188,9 +188,11 @@ def forget_stage_names() -> list[str]:
 def measure(
     cfg: Any, owner: Owner, model_dir: Path, path: Path, show_pii: bool, probes: dict
 ) -> None:
-    """The leak estimate (report draw), the probe replayed (``_probe``) and the perplexity
-    on the held-out report documents of one model -> ``path``."""
+    """The leak estimate (report draw), the probe replayed (``_probe``), the perplexity
+    on the held-out report documents and the share of the draw's samples the model as given
+    finds garbled (``evaluation.garbled``) of one model -> ``path``."""
     from dfsu.components.models import load_causal_lm, pick_device
+    from dfsu.evaluation.garbled import garbled
     from dfsu.evaluation.leak import leak_meter, shown
     from dfsu.evaluation.probe import replay
     from dfsu.evaluation.utility import perplexity
@@ -212,6 +214,13 @@ def measure(
         "ppl": perplexity(model, tokenizer, texts, device=device),
         "report_documents": len(texts),
     }
+    if not as_given:  # one model in memory at a time: the model as given reads the samples
+        del model
+        model, tokenizer = load_causal_lm(owner.model)
+        model.to(device).eval()
+    result["leak_estimate"]["garbled"] = garbled(
+        model, tokenizer, draw.prefixes, draw.generations, device
+    )
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     atomic_write_json(path, result)
 

@@ -18,6 +18,7 @@ def _leak_view(estimate: dict[str, Any]) -> dict[str, Any]:
         "consistent": estimate["consistent"],
         "emitted": estimate["emitted"],
         "degenerate": estimate["degenerate"],
+        "garbled": estimate.get("garbled"),
         "by_label": {k: v["consistent"] for k, v in estimate["by_label"].items()},
         "sources": estimate.get("sources", {}),
         "values": estimate["values"],
@@ -89,23 +90,32 @@ def leak_words(before: dict[str, Any], after: dict[str, Any]) -> str:
     return f"{words}; searched: {searched}{_collapse_words(before, after)}"
 
 
-# At least this percent of the report draw's samples degenerate after unlearning (and more
-# than before): the words say that part of the fall may be a model that stopped writing. The
-# collapse guard's default; a retrain that never saw the records ended 11 % of them at once.
+# At least this percent of the report draw's samples garbled after unlearning (and more than
+# before): the words say that part of the fall may be a model that writes nonsense. The collapse
+# guard's default; a retrain that never saw the records ended 11 % of them at once.
 DEGENERATE_SHOWN = 20.0
 
 
 def _collapse_words(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """A clause on degenerate samples after unlearning, or "" (pure): a model that writes
-    empty or one-character text gives no value back, and the count cannot tell that apart
-    from forgetting."""
-    b, a = before.get("degenerate", 0.0), after.get("degenerate", 0.0)
+    """A clause on garbled samples after unlearning (``evaluation.garbled``; a summary
+    without that share: degenerate ones), or "" (pure): a model that writes nonsense where
+    the values were gives no value back, and the count cannot tell that apart from
+    forgetting."""
+    if after.get("garbled") is not None and before.get("garbled") is not None:
+        b, a = before["garbled"], after["garbled"]
+        what = (
+            "garbled (empty, one character repeated, or text the model as given finds less "
+            "likely than random tokens)"
+        )
+        why = "writes nonsense where the values were"
+    else:
+        b, a = before.get("degenerate", 0.0), after.get("degenerate", 0.0)
+        what, why = "degenerate (empty, or one character repeated)", "stopped writing"
     if a < DEGENERATE_SHOWN or a <= b:
         return ""
     return (
-        f"; {a:.0f} % of the samples after unlearning are degenerate (empty, or one character "
-        f"repeated), against {b:.0f} % before: part of that fall may be a model that stopped "
-        "writing, not one that forgot"
+        f"; {a:.0f} % of the samples after unlearning are {what}, against {b:.0f} % before: "
+        f"part of that fall may be a model that {why}, not one that forgot"
     )
 
 

@@ -163,6 +163,8 @@ def result_row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
     row["ci"] = result["ci"]
     if "E_Hit_by_label" in result:
         row["E_Hit_by_label"] = result["E_Hit_by_label"]
+    if "garbled" in result:  # percent of the E-Hit samples garbled under the original
+        row["garbled"] = result["garbled"]
     if "attacks" in result:
         row["attacks"] = result["attacks"]
     if "recitation" in result:
@@ -172,6 +174,7 @@ def result_row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
             "consistent",
             "emitted",
             "degenerate",
+            "garbled",
             "by_label",
             "consistent_true",
             "true_values_in_pool",

@@ -9,6 +9,7 @@ from typing import Any
 
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
+from dfsu.evaluation.garbled import garbled
 from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, e_hit_by_label, score
 from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_prompts
@@ -119,6 +120,16 @@ def evaluate_model(
     pairs = [(p.prefix, p.suffix) for p in prompts]
     losses = suffix_nll(model, tokenizer, pairs, ec.batch_size, device)
     result["private_suffix_nll"] = [round(v, 5) for v in losses]
+    # Forgetting or nonsense? The share of these samples the original finds no likelier than
+    # random tokens (or empty, or one character repeated): a value that is no longer written
+    # because the model writes nonsense there counts as forgotten in E-Hit all the same.
+    original = adapter is None and Path(model_path).resolve() == RunPaths(run).target.resolve()
+    reference = (
+        (model, tokenizer) if original else _load_for_eval(RunPaths(run).target, None, device)
+    )
+    result["garbled"] = garbled(
+        *reference, [p.prefix for p in prompts], generations, device, ec.batch_size
+    )
 
     # Utility: held-out perplexity and few-shot NLI accuracy.
     eval_texts = [r["text"] for r in read_jsonl(RunPaths(run).eval_general)]
@@ -136,8 +147,7 @@ def evaluate_model(
     if ec.attacks:  # does the forgetting survive attacks that need no private data?
         result["attacks"] = _attacks(cfg, run, model, tokenizer, prompts, retain, device)
     if cfg.leak.enabled:  # what the model still emits, measured without the records
-        original = adapter is None and Path(model_path).resolve() == RunPaths(run).target.resolve()
-        leak = _leak(cfg, run, model, tokenizer, device, records, show_pii, original)
+        leak = _leak(cfg, run, model, tokenizer, device, records, show_pii, original, reference)
         result["leak_estimate"] = leak
     if cfg.recitation.enabled:  # what it still recites word for word, measured without data
         result["recitation"] = _recitation(cfg, run, model, tokenizer, device)
@@ -219,11 +229,13 @@ def _recitation(cfg, run, model, tokenizer, device) -> dict[str, Any]:
 
 
 def _leak(
-    cfg, run, model, tokenizer, device, records, show_pii: bool, original: bool
+    cfg, run, model, tokenizer, device, records, show_pii: bool, original: bool, reference: tuple
 ) -> dict[str, Any]:
     """The leak estimate (report draw) and the probe replayed: what the original gave back
     on this draw, at its own prefixes (harvested once per run from RUN/target, kept in
-    RUN/eval/leak-probe.json; from this very draw when ``model`` is the original)."""
+    RUN/eval/leak-probe.json; from this very draw when ``model`` is the original); the
+    share of the draw's samples garbled under the original (``reference``: it and its
+    tokenizer), as `dfsu forget` measures it."""
     from dfsu.evaluation.leak import leak_meter, shown
     from dfsu.evaluation.probe import probe_of, replay
 
@@ -234,6 +246,7 @@ def _leak(
     cache = paths.root / "eval" / "leak-probe.json"
     probe = probe_of(meter, paths.target, cache, device, draw if original else None)
     estimate["probe"] = replay(meter, model, tokenizer, device, probe)
+    estimate["garbled"] = garbled(*reference, draw.prefixes, draw.generations, device)
     # Simulation only: how many of the consistent values are true private values (the
     # estimate itself never reads the records), and how many true values the owner's swap
     # pool or public text holds by chance (those the estimate can never count).
