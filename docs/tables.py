@@ -45,6 +45,10 @@ COLUMNS = [
     ("leak", lambda r: (r.get("leak_estimate") or {}).get("consistent"), None, 1),
     ("recited", lambda r: ((r.get("recitation") or {}).get("report") or {}).get("exact"), None, 1),
     ("probe", lambda r: _probe(r).get("hit_pct"), None, 1),
+    # percent of the samples the original finds nonsense: of the E-Hit samples (the truth) and
+    # of the owner's report draw (what `dfsu forget` reads)
+    ("garbled", lambda r: r.get("garbled"), None, 1),
+    ("garbled draw", lambda r: (r.get("leak_estimate") or {}).get("garbled"), None, 1),
     # E-Hit on the entities whose value the owner's search found on the original, and on the
     # rest (benchmarks/search_reach.py): where the leak the owner cannot see lives
     ("E-Hit found", lambda r: (r.get("search_reach") or {}).get("found_E_Hit"), None, 1),
@@ -61,6 +65,7 @@ AGREEMENT = [
     ("leak estimate vs E-Hit", COLUMNS[4][1], COLUMNS[0][1]),
     ("recited vs retain_EM", COLUMNS[5][1], COLUMNS[1][1]),
     ("probe vs E-Hit", COLUMNS[6][1], COLUMNS[0][1]),
+    ("garbled draw vs garbled", COLUMNS[8][1], COLUMNS[7][1]),
 ]
 
 

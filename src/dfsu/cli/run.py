@@ -194,9 +194,12 @@ def _print_results(run: Path, payload: dict) -> None:
         keys, names = keys + ["retain_EM"], names + ["kept EM"]
     if any(row.get("keep_EM") is not None for row in payload["rows"]):
         keys, names = keys + ["keep_EM"], names + ["keep EM"]
+    if any(row.get("garbled") is not None for row in payload["rows"]):
+        keys, names = keys + ["garbled"], names + ["garbled"]
     leak = any(row.get("leak_estimate") for row in payload["rows"])
     names += ["leak"] if leak else []
-    table = Table("method", *names, title="results (leak: consistent values, no private data)")
+    title = "results (garbled: % of the E-Hit samples the original finds nonsense; leak: "
+    table = Table("method", *names, title=title + "consistent values, no private data)")
     for row in payload["rows"]:
         cells = [f"{row[k]:.2f}" if row.get(k) is not None else "–" for k in keys]
         if leak:

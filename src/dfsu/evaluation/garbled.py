@@ -10,7 +10,10 @@ repeated) or when its mean negative log-likelihood per token under a reference m
 model as given, which wrote these contexts fluently) exceeds ln |V|: the reference finds it
 less likely than tokens drawn uniformly from the vocabulary. A model that wrote other,
 well-formed values where the memorized ones were (a retrain that never saw the records) is
-far below that line; nonsense is above it. Only the samples and the reference are read.
+mostly below that line (a few percent of its samples above it: long unpredictable values);
+nonsense made of word pieces is above it. The line is conservative: nonsense stitched from
+fluent fragments (": Please review. Refund request:4:::::9:2::") averages below it and is
+not counted, so the share is a floor. Only the samples and the reference are read.
 
 ``garbled_flags`` and ``garbled_share`` are pure; ``garbled`` scores with the reference.
 """
