@@ -92,7 +92,8 @@ def leak_words(before: dict[str, Any], after: dict[str, Any]) -> str:
 
 # At least this percent of the report draw's samples garbled after unlearning (and more than
 # before): the words say that part of the fall may be a model that writes nonsense. The collapse
-# guard's default; a retrain that never saw the records ended 11 % of them at once.
+# guard's default; a retrain that never saw the records read 2-11 % of its report draw garbled
+# (docs/results.md, "Forgetting or nonsense").
 DEGENERATE_SHOWN = 20.0
 
 

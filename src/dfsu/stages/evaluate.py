@@ -149,6 +149,7 @@ def evaluate_model(
     if cfg.leak.enabled:  # what the model still emits, measured without the records
         leak = _leak(cfg, run, model, tokenizer, device, records, show_pii, original, reference)
         result["leak_estimate"] = leak
+    del reference  # a second copy of the target, for a row that is not it
     if cfg.recitation.enabled:  # what it still recites word for word, measured without data
         result["recitation"] = _recitation(cfg, run, model, tokenizer, device)
     result["sampling"] = {
