@@ -115,21 +115,11 @@ def evaluate_model(
     result |= score_samples(samples, seed=cfg.seed)
     label_of = {r.id: {s.value: s.label for s in r.spans} for r in records}
     result["E_Hit_by_label"] = e_hit_by_label(samples, [label_of[p.record_id] for p in prompts])
-    # Per record: the suffix's mean token loss given its prefix (compared with the retrain's
-    # by a KS test: forget quality).
-    pairs = [(p.prefix, p.suffix) for p in prompts]
-    losses = suffix_nll(model, tokenizer, pairs, ec.batch_size, device)
-    result["private_suffix_nll"] = [round(v, 5) for v in losses]
-    # Forgetting or nonsense? The share of these samples the original finds no likelier than
-    # random tokens (or empty, or one character repeated): a value that is no longer written
-    # because the model writes nonsense there counts as forgotten in E-Hit all the same.
     original = adapter is None and Path(model_path).resolve() == RunPaths(run).target.resolve()
     reference = (
         (model, tokenizer) if original else _load_for_eval(RunPaths(run).target, None, device)
     )
-    result["garbled"] = garbled(
-        *reference, [p.prefix for p in prompts], generations, device, ec.batch_size
-    )
+    result |= _per_record(model, tokenizer, prompts, generations, reference, ec.batch_size, device)
 
     # Utility: held-out perplexity and few-shot NLI accuracy.
     eval_texts = [r["text"] for r in read_jsonl(RunPaths(run).eval_general)]
@@ -166,6 +156,21 @@ def evaluate_model(
     result["pii_shown"] = show_pii
     _write_result(out, result, gen_path, samples)
     return result
+
+
+def _per_record(model, tokenizer, prompts, generations, reference, batch: int, device) -> dict:
+    """Per record, the suffix's mean token loss given its prefix (compared with the retrain's
+    by a KS test: forget quality); and forgetting or nonsense: the share of the samples the
+    original (``reference``: it and its tokenizer) finds no likelier than random tokens, or
+    empty, or one character repeated (a value no longer written because the model writes
+    nonsense there counts as forgotten in E-Hit all the same)."""
+    pairs = [(p.prefix, p.suffix) for p in prompts]
+    losses = suffix_nll(model, tokenizer, pairs, batch, device)
+    prefixes = [p.prefix for p in prompts]
+    return {
+        "private_suffix_nll": [round(v, 5) for v in losses],
+        "garbled": garbled(*reference, prefixes, generations, device, batch),
+    }
 
 
 def _shown_samples(prompts: list, generations: list, records: list, show_pii: bool) -> list:
