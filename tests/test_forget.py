@@ -97,6 +97,8 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     assert leak["before"]["consistent"] >= 2
     assert leak["after"]["consistent"] < leak["before"]["consistent"], leak
     assert sum(leak["before"]["by_label"].values()) == leak["before"]["consistent"]
+    # the model as given reads its own draw as text; the unlearned model's draw is scored too
+    assert leak["before"]["garbled"] <= 10 and 0 <= leak["after"]["garbled"] <= 100, leak
     # The probe: the values the model as given gave back on the report draw (as many as the
     # estimate counted), replayed at their own prefixes on both models; no value written.
     probe = leak["probe"]
