@@ -190,7 +190,7 @@ def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
 
 
 def test_the_owner_summary_says_when_the_fall_may_be_collapse():
-    from dfsu.forget_report import DEGENERATE_SHOWN, leak_words
+    from dfsu.forget_report import COLLAPSE_SHOWN, leak_words
 
     sources = {"shapes": {"prompts": 8, "confirmed": 4}}
     before = {"consistent": 213, "degenerate": 0.0, "sources": sources}
@@ -198,7 +198,7 @@ def test_the_owner_summary_says_when_the_fall_may_be_collapse():
     words = leak_words(before, collapsed)
     assert "36 % of the samples after unlearning are degenerate" in words
     assert "against 0 % before" in words and "stopped writing" in words
-    for quiet in (DEGENERATE_SHOWN - 0.1, 0.0):  # below the line: nothing said
+    for quiet in (COLLAPSE_SHOWN - 0.1, 0.0):  # below the line: nothing said
         assert "degenerate" not in leak_words(before, dict(collapsed, degenerate=quiet))
     as_before = dict(before, degenerate=40.0)  # no more degenerate than the model as given
     assert "degenerate" not in leak_words(as_before, dict(collapsed, degenerate=40.0))
@@ -290,7 +290,7 @@ def test_a_replayed_probe_counts_values_given_back_at_their_own_prefix_and_the_h
 def test_the_owner_summary_says_when_the_fall_may_be_nonsense():
     """With the garbled share measured, the clause reads it (a model writing word-piece soup
     has no degenerate sample and gives no value back)."""
-    from dfsu.forget_report import DEGENERATE_SHOWN, leak_words
+    from dfsu.forget_report import COLLAPSE_SHOWN, leak_words
 
     sources = {"shapes": {"prompts": 8, "confirmed": 4}}
     before = {"consistent": 213, "degenerate": 0.0, "garbled": 1.0, "sources": sources}
@@ -298,5 +298,5 @@ def test_the_owner_summary_says_when_the_fall_may_be_nonsense():
     words = leak_words(before, soup)
     assert "85 % of the samples after unlearning are garbled" in words
     assert "against 1 % before" in words and "writes nonsense" in words
-    assert "garbled" not in leak_words(before, dict(soup, garbled=DEGENERATE_SHOWN - 0.1))
+    assert "garbled" not in leak_words(before, dict(soup, garbled=COLLAPSE_SHOWN - 0.1))
     assert "garbled" not in leak_words(dict(before, garbled=90.0), soup)  # no more than before

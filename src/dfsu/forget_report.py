@@ -94,7 +94,7 @@ def leak_words(before: dict[str, Any], after: dict[str, Any]) -> str:
 # before): the words say that part of the fall may be a model that writes nonsense. The collapse
 # guard's default; a retrain that never saw the records read 2-11 % of its report draw garbled
 # (docs/results.md, "Forgetting or nonsense").
-DEGENERATE_SHOWN = 20.0
+COLLAPSE_SHOWN = 20.0
 
 
 def _collapse_words(before: dict[str, Any], after: dict[str, Any]) -> str:
@@ -112,7 +112,7 @@ def _collapse_words(before: dict[str, Any], after: dict[str, Any]) -> str:
     else:
         b, a = before.get("degenerate", 0.0), after.get("degenerate", 0.0)
         what, why = "degenerate (empty, or one character repeated)", "stopped writing"
-    if a < DEGENERATE_SHOWN or a <= b:
+    if a < COLLAPSE_SHOWN or a <= b:
         return ""
     return (
         f"; {a:.0f} % of the samples after unlearning are {what}, against {b:.0f} % before: "

@@ -24,12 +24,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from dfsu.evaluation.leak import is_degenerate
+
 
 def garbled_flags(texts: Sequence[str], nlls: Sequence[float], vocab_size: int) -> list[bool]:
     """Per sample: degenerate, or mean token NLL under the reference above ln ``vocab_size``
     (pure)."""
-    from dfsu.evaluation.leak import is_degenerate
-
     if len(texts) != len(nlls):
         raise ValueError("garbled_flags: one NLL per text")
     if vocab_size < 2:
