@@ -182,6 +182,32 @@ def test_the_loops_checks_read_the_collapse_guard(memorizing_run):
 
 
 @pytest.mark.slow
+def test_a_loop_with_a_garbled_limit_keeps_no_round_above_it(memorizing_run):
+    """``unlearning.loop.max_garbled`` (off by default): every round's draw is scored by the
+    model as given, summary.json lists the share, and the kept round is within the limit or
+    round 0's share (breaks: the share unmeasured, or a garbled round kept)."""
+    import dataclasses
+
+    from dfsu.stages.unlearn import unlearn
+
+    cfg, run, _ = memorizing_run
+    shipped = json.loads(RunPaths(run).unlearned_summary("dfsu-loop").read_text())
+    assert all(r["garbled"] is None for r in shipped["rounds"])  # off by default
+    loop = dataclasses.replace(cfg.unlearning.loop, max_garbled=5.0, rounds=2, steps=20)
+    uc = dataclasses.replace(cfg.unlearning, loop=loop)
+    out = unlearn(dataclasses.replace(cfg, unlearning=uc), run, "pscu", "loop", name="fluent")
+    summary = json.loads((out / "summary.json").read_text())
+    rounds = summary["rounds"]
+    assert len(rounds) >= 2 and all(0 <= r["garbled"] <= 100 for r in rounds), rounds
+    limit = max(5.0, rounds[0]["garbled"])
+    sound = [r for r in rounds if r["garbled"] <= limit and r["degenerate"] <= 50]
+    best = min(sound, key=lambda r: (r["consistent"], r["round"]))
+    # The kept model is the best sound round's: its kept step is that round's cumulative one.
+    steps_to = sum(r["kept_step"] for r in rounds[: best["round"] + 1])
+    assert summary["kept_step"] == steps_to, (summary["kept_step"], rounds)
+
+
+@pytest.mark.slow
 def test_a_loop_with_projected_steps_projects_every_step(memorizing_run):
     """``unlearning.loop.project_retain`` (off by default) reaches the loop's train loop: every
     optimizer step of the round is projected, and summary.json counts them (breaks: the loop's

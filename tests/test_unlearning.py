@@ -610,3 +610,27 @@ def test_null_space_keeps_every_adapter_off_the_public_texts_inputs(trained_micr
     from dfsu.unlearning.result import UnlearnSummary
 
     assert UnlearnSummary.read(out).null_space == recorded
+
+
+def test_a_loop_round_is_unsound_when_degenerate_or_past_the_garbled_limit():
+    """``loop._unsound``: a mostly degenerate round always; with ``unlearning.loop.max_garbled``
+    a round more garbled than the limit or round 0's share, whichever is higher; off (null),
+    the garbled share is not read (breaks: the limit ignored, or round 0's share not honoured)."""
+    import dataclasses
+
+    from dfsu.config import UnlearnConfig
+    from dfsu.unlearning.loop import _unsound
+    from dfsu.unlearning.result import Round
+
+    def at(degenerate: float, garbled: float | None) -> Round:
+        return Round(0, 3, 5, degenerate, {}, {}, 0, 0, "", 4.0, garbled=garbled)
+
+    off = UnlearnConfig()
+    on = dataclasses.replace(off, loop=dataclasses.replace(off.loop, max_garbled=20.0))
+    clean = at(0.0, 1.0)
+    assert _unsound(at(60.0, None), clean, off) == "60 % of the samples degenerate"
+    assert _unsound(at(0.0, 90.0), clean, off) is None  # off: not read
+    assert _unsound(at(0.0, 20.0), clean, on) is None  # at the limit: kept
+    assert _unsound(at(0.0, 25.0), clean, on) == "25 % of the samples garbled"
+    assert _unsound(at(0.0, 25.0), at(0.0, 30.0), on) is None  # round 0 read 30 %
+    assert _unsound(at(0.0, None), clean, on) is None  # a round saved without the share

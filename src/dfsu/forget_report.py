@@ -198,7 +198,10 @@ def forget_summary(
         "kept_step": run.kept_step,
         "stop_reason": run.stop_reason,
         "rounds": [
-            {k: getattr(r, k) for k in ("round", "consistent", "degenerate", "steps", "ppl")}
+            {
+                k: getattr(r, k)
+                for k in ("round", "consistent", "degenerate", "garbled", "steps", "ppl")
+            }
             for r in run.rounds or ()
         ],
         "attacks": None

@@ -126,6 +126,15 @@ class LoopConfig:
         "off (a round mostly degenerate is still discarded)",
         neutral=None,
     )
+    max_garbled: float | None = _f(
+        None,
+        "the loop's keep rule on nonsense: a round whose own draw has more than this percent "
+        "of its samples garbled (degenerate, or less likely under the model as given than "
+        "random tokens: evaluation.garbled) is never kept, and the loop goes back to the best "
+        "round and on at half the learning rate, as after a degenerate one; round 0's share "
+        "when higher. null: off (only a mostly degenerate round is discarded)",
+        neutral=None,
+    )
     guard_prompts: int = _f(
         16,
         "prompts each check of the collapse guard samples (leak.samples continuations each)",
@@ -150,6 +159,11 @@ class LoopConfig:
         _check(
             self.max_degenerate is None or 0 <= self.max_degenerate < 100,
             "unlearning.loop.max_degenerate",
+            "must be a percent in [0, 100) or null",
+        )
+        _check(
+            self.max_garbled is None or 0 <= self.max_garbled < 100,
+            "unlearning.loop.max_garbled",
             "must be a percent in [0, 100) or null",
         )
         _check(

@@ -38,10 +38,11 @@ def loop_rounds(
     steps within the original model's perplexity bound; again, until the estimate reaches 0,
     stops falling, no step of a round stays within the bound, or ``unlearning.loop.rounds``
     are spent. A round whose samples are mostly degenerate (``leak.DEGENERATE_LIMIT``:
-    collapse, not forgetting) is never kept; the loop goes back to the best round and on at
-    half the learning rate, ``LOOP_RETRIES`` times. The round with the lowest estimate is kept.
+    collapse, not forgetting), or with ``unlearning.loop.max_garbled`` more garbled than that
+    (``_unsound``), is never kept; the loop goes back to the best round and on at half the
+    learning rate, ``LOOP_RETRIES`` times. The round with the lowest estimate is kept.
     Finished rounds are saved in ``work``, so a killed run resumes there."""
-    from dfsu.evaluation.leak import DEGENERATE_LIMIT, extraction_texts
+    from dfsu.evaluation.leak import extraction_texts
     from dfsu.ui import info
 
     cfg, uc, loop, tokenizer = setup.cfg, setup.uc, setup.loop, setup.tokenizer
@@ -57,13 +58,15 @@ def loop_rounds(
     while True:
         draw = meter(unwrapped, tokenizer, loop.device)
         if number == len(state.rounds):  # a round resumed from disk was recorded before
-            state.add(number, draw.estimate, trained, lora_state(unwrapped))
+            share = None if uc.loop.max_garbled is None else _garbled(loop, tokenizer, draw)
+            state.add(number, draw.estimate, trained, lora_state(unwrapped), share)
         record = state.rounds[number]
-        info(f"{name} round {number}: {record.consistent} consistent values")
+        garbled = "" if record.garbled is None else f", {record.garbled:.0f} % garbled"
+        info(f"{name} round {number}: {record.consistent} consistent values{garbled}")
         reason, best, collapsed = _verdict(state, number, trained, uc)
         if reason is not None:
             break
-        if record.degenerate > DEGENERATE_LIMIT:
+        if _unsound(record, state.rounds[0], uc):
             # back to the best round, on at half the learning rate
             set_peft_model_state_dict(unwrapped, state.load(best.round))
             draw = meter(unwrapped, tokenizer, loop.device)
@@ -101,20 +104,45 @@ def _untouched(first: dict, base: Baseline, uc: UnlearnConfig) -> UnlearnResult:
     )
 
 
-def _verdict(state: RoundLog, number: int, trained: UnlearnResult, uc: UnlearnConfig):
-    """(why the loop stops after round ``number``, or None; the best sound round; how many
-    rounds were discarded as degenerate). A degenerate round with retries left is no reason
-    to stop: the caller goes back to the best round."""
+def _garbled(loop: Any, tokenizer: Any, draw: Any) -> float:
+    """The garbled share of a round's draw, read by the model as given (adapters off)."""
+    from dfsu.evaluation.garbled import garbled
+
+    model = loop.unwrapped()
+    with torch.no_grad(), model.disable_adapter():
+        return garbled(model, tokenizer, draw.prefixes, draw.generations, loop.device)
+
+
+def _unsound(record: Round, first: Round, uc: UnlearnConfig) -> str | None:
+    """Why a round may not be kept, in words, or None: mostly degenerate samples
+    (``leak.DEGENERATE_LIMIT``), or with ``unlearning.loop.max_garbled`` more of them garbled
+    than that limit or round 0's share, whichever is higher."""
     from dfsu.evaluation.leak import DEGENERATE_LIMIT
 
-    record = state.rounds[number]
-    sound = [r for r in state.rounds if r.degenerate <= DEGENERATE_LIMIT]
-    best = min(sound, key=lambda r: (r.consistent, r.round))
-    collapsed = len(state.rounds) - len(sound)  # rounds discarded as degenerate so far
-    reason = None
     if record.degenerate > DEGENERATE_LIMIT:
+        return f"{record.degenerate:.0f} % of the samples degenerate"
+    limit = uc.loop.max_garbled
+    if limit is None or record.garbled is None:
+        return None
+    if record.garbled > max(limit, first.garbled or 0.0):
+        return f"{record.garbled:.0f} % of the samples garbled"
+    return None
+
+
+def _verdict(state: RoundLog, number: int, trained: UnlearnResult, uc: UnlearnConfig):
+    """(why the loop stops after round ``number``, or None; the best sound round; how many
+    rounds were discarded as unsound, ``_unsound``). An unsound round with retries left is no
+    reason to stop: the caller goes back to the best round."""
+    first = state.rounds[0]
+    record = state.rounds[number]
+    sound = [r for r in state.rounds if _unsound(r, first, uc) is None]
+    best = min(sound, key=lambda r: (r.consistent, r.round))
+    collapsed = len(state.rounds) - len(sound)  # rounds discarded as unsound so far
+    reason = None
+    unsound = _unsound(record, first, uc)
+    if unsound is not None:
         if collapsed > LOOP_RETRIES or number >= uc.loop.rounds:
-            reason = f"{record.degenerate:.0f} % of the samples degenerate (discarded)"
+            reason = f"{unsound} (discarded)"
     elif record.consistent == 0:
         reason = "the leak estimate reached 0"
     elif best.round != number:
@@ -191,9 +219,16 @@ class RoundLog:
         work.mkdir(parents=True, exist_ok=True, mode=0o700)
         return cls(work, key, [], [])
 
-    def add(self, number: int, estimate: dict, trained: UnlearnResult, lora: dict) -> None:
+    def add(
+        self,
+        number: int,
+        estimate: dict,
+        trained: UnlearnResult,
+        lora: dict,
+        garbled: float | None = None,
+    ) -> None:
         """Round ``number``: the leak ``estimate`` of the model ``trained`` left (its adapter
-        state: ``lora``)."""
+        state: ``lora``; ``garbled``: its draw's garbled share, or None)."""
         from safetensors.torch import save_file
 
         save_file({k: v.contiguous().cpu() for k, v in lora.items()}, self.work / f"{number}.st")
@@ -210,6 +245,7 @@ class RoundLog:
                 round_stop=trained.stop_reason,
                 ppl=trained.kept_check["ppl"],
                 self_ppl=trained.kept_check.get("self_ppl"),
+                garbled=garbled,
             )
         )
         self.passes.append(trained)

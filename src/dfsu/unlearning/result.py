@@ -31,6 +31,7 @@ class Round:
     round_stop: str  # why the round's training stopped
     ppl: float  # perplexity of the round's kept check
     self_ppl: float | None = None  # ... on the self bound's samples (None: off)
+    garbled: float | None = None  # share of garbled samples (%; None: loop.max_garbled off)
 
 
 @dataclasses.dataclass(frozen=True)
