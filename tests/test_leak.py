@@ -298,5 +298,6 @@ def test_the_owner_summary_says_when_the_fall_may_be_nonsense():
     words = leak_words(before, soup)
     assert "85 % of the samples after unlearning are garbled" in words
     assert "against 1 % before" in words and "writes nonsense" in words
+    assert "unlearning.loop.max_garbled=20" in words  # the setting that trades it away
     assert "garbled" not in leak_words(before, dict(soup, garbled=COLLAPSE_SHOWN - 0.1))
     assert "garbled" not in leak_words(dict(before, garbled=90.0), soup)  # no more than before

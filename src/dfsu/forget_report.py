@@ -109,14 +109,19 @@ def _collapse_words(before: dict[str, Any], after: dict[str, Any]) -> str:
             "likely than random tokens)"
         )
         why = "writes nonsense where the values were"
+        choice = (
+            " (unlearning.loop.max_garbled=20 keeps only the loop's rounds that stay fluent, "
+            "and may forget much less)"
+        )
     else:
         b, a = before.get("degenerate", 0.0), after.get("degenerate", 0.0)
         what, why = "degenerate (empty, or one character repeated)", "stopped writing"
+        choice = ""
     if a < COLLAPSE_SHOWN or a <= b:
         return ""
     return (
         f"; {a:.0f} % of the samples after unlearning are {what}, against {b:.0f} % before: "
-        f"part of that fall may be a model that {why}, not one that forgot"
+        f"part of that fall may be a model that {why}, not one that forgot{choice}"
     )
 
 
