@@ -183,9 +183,10 @@ def test_the_loops_checks_read_the_collapse_guard(memorizing_run):
 
 @pytest.mark.slow
 def test_a_loop_with_a_garbled_limit_keeps_no_round_above_it(memorizing_run):
-    """``unlearning.loop.max_garbled`` (off by default): every round's draw is scored by the
-    model as given, summary.json lists the share, and the kept round is within the limit or
-    round 0's share (breaks: the share unmeasured, or a garbled round kept)."""
+    """``unlearning.loop.max_garbled`` (off by default): every round's draw and every check's
+    guard draw is scored by the model as given, summary.json lists the shares, no round keeps
+    a check above the limit or its start, and the kept round is within the limit or round 0's
+    share (breaks: the share unmeasured, or a garbled check or round kept)."""
     import dataclasses
 
     from dfsu.stages.unlearn import unlearn
@@ -199,6 +200,10 @@ def test_a_loop_with_a_garbled_limit_keeps_no_round_above_it(memorizing_run):
     summary = json.loads((out / "summary.json").read_text())
     rounds = summary["rounds"]
     assert len(rounds) >= 2 and all(0 <= r["garbled"] <= 100 for r in rounds), rounds
+    log = [json.loads(line) for line in (out / "train_log.jsonl").open()]
+    checks = [e["check"] for e in log if "check" in e]
+    assert checks and all(0 <= c["garbled"] <= 100 for c in checks), checks
+    assert summary["kept_check"]["garbled"] <= max(5.0, summary["checks"][0]["garbled"])
     limit = max(5.0, rounds[0]["garbled"])
     sound = [r for r in rounds if r["garbled"] <= limit and r["degenerate"] <= 50]
     best = min(sound, key=lambda r: (r["consistent"], r["round"]))

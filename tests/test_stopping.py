@@ -218,3 +218,29 @@ def test_a_round_is_guarded_at_its_own_start_where_that_is_higher():
     assert stop_rule(pscu, uc, base, {"ppl": 3.0, "degenerate": 5.0}).max_degenerate == 20.0
     assert stop_rule(pscu, uc, base, {"ppl": 3.0, "degenerate": 30.0}).max_degenerate == 30.0
     assert stop_rule(pscu, uc, base, {"ppl": 3.0}).max_degenerate is None
+
+
+def test_the_guard_reads_the_garbled_share_when_the_loop_limits_it():
+    """``unlearning.loop.max_garbled``: a check more garbled than the limit (or the round's
+    start) is beyond the bounds, named as such; off, the share is not read (breaks: the
+    garbled guard measured but not enforced, or imposed where it is off)."""
+    import dataclasses
+
+    from dfsu.unlearning.checks import Baseline
+    from dfsu.unlearning.single import stop_rule
+    from dfsu.unlearning.stopping import bound_crossed
+
+    off, base = UnlearnConfig(), Baseline(3.0, 3.0, None)
+    on = dataclasses.replace(off, loop=dataclasses.replace(off.loop, max_garbled=20.0))
+    pscu = METHODS["pscu"]
+    first = {"ppl": 3.0, "degenerate": 1.0, "garbled": 4.0}
+    assert stop_rule(pscu, off, base, first).max_garbled is None
+    assert stop_rule(pscu, on, base, first).max_garbled == 20.0
+    assert stop_rule(pscu, on, base, dict(first, garbled=35.0)).max_garbled == 35.0
+    rule = StopRule(10.0, backtracks=1, max_degenerate=20.0, max_garbled=20.0)
+    checks = [dict(c, degenerate=0.0) for c in _rising("garbled", (0.0, 20.0, 45.0))]
+    d = decide(checks, rule)
+    assert (d.action, d.restore, d.keep) == ("backtrack", 1, 1)  # 20 % is within
+    assert "more than 20 % of the guard's samples garbled" in bound_crossed(
+        checks[2], rule, 0.1, None
+    )

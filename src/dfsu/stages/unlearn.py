@@ -331,7 +331,8 @@ def unlearn(
         meter = leak_meter(cfg, owner, tokenizer, "select")
     bounded = _bound_recitations(cfg, run, loop, tokenizer)
     own = _own_samples(setup, run, data == "loop")
-    guard = uc.loop.guard_prompts if data == "loop" and uc.loop.max_degenerate is not None else None
+    guarded = uc.loop.max_degenerate is not None or uc.loop.max_garbled is not None
+    guard = uc.loop.guard_prompts if data == "loop" and guarded else None
     checker = Checker.build(setup, inputs, meter, tracker, bounded, own, guard)
 
     if data == "loop":  # rounds of extract -> unlearn, each a pass of ``train_steps``

@@ -28,7 +28,8 @@ class Checker:
     """``check(step, epoch)``: perplexity on the checked documents (and on the self bound's
     samples, ``self_pieces``, when on), the PII-token proxy on ``held``, the leak estimate
     when it selects (``meter``: the select draw, or None), the share of degenerate samples
-    on ``guard`` of the meter's prompts (the collapse guard, when on) and the privacy
+    (and garbled ones, with ``unlearning.loop.max_garbled``) on ``guard`` of the meter's
+    prompts (the collapse guard, when on) and the privacy
     trajectory when tracked (``tracker``, or None); ``confirm()``: perplexity on all
     held-out documents, wanted only when ``has_confirm`` (the checks read a subset)."""
 
@@ -89,6 +90,8 @@ class Checker:
         if self.guard is not None:
             draw = self.meter(unwrapped, setup.tokenizer, loop.device, limit=self.guard)
             result["degenerate"] = draw.estimate["degenerate"]
+            if setup.uc.loop.max_garbled is not None:
+                result["garbled"] = garbled_share_of(loop, setup.tokenizer, draw)
         if self.self_pieces is not None:
             result["self_ppl"] = perplexity_of(
                 unwrapped, self.self_pieces, self.pad, device=loop.device
@@ -116,3 +119,15 @@ class Checker:
         """Perplexity on all held-out documents."""
         loop = self.setup.loop
         return perplexity_of(loop.unwrapped(), self.all_pieces, self.pad, device=loop.device)
+
+
+def garbled_share_of(loop: Any, tokenizer: Any, draw: Any) -> float:
+    """The garbled share of a leak meter's draw (``evaluation.garbled``), read by the model
+    as given: the trained model with its adapters off."""
+    import torch
+
+    from dfsu.evaluation.garbled import garbled
+
+    model = loop.unwrapped()
+    with torch.no_grad(), model.disable_adapter():
+        return garbled(model, tokenizer, draw.prefixes, draw.generations, loop.device)

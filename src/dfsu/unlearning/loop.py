@@ -19,7 +19,7 @@ from peft import set_peft_model_state_dict
 from dfsu.components.batches import encode_masked
 from dfsu.config import RunConfig, UnlearnConfig
 from dfsu.rundir import atomic_write_json
-from dfsu.unlearning.checks import Baseline, Checker
+from dfsu.unlearning.checks import Baseline, Checker, garbled_share_of
 from dfsu.unlearning.data import Setup, UnlearnData
 from dfsu.unlearning.lora import lora_state
 from dfsu.unlearning.methods import learning_rate
@@ -58,7 +58,7 @@ def loop_rounds(
     while True:
         draw = meter(unwrapped, tokenizer, loop.device)
         if number == len(state.rounds):  # a round resumed from disk was recorded before
-            share = None if uc.loop.max_garbled is None else _garbled(loop, tokenizer, draw)
+            share = None if uc.loop.max_garbled is None else garbled_share_of(loop, tokenizer, draw)
             state.add(number, draw.estimate, trained, lora_state(unwrapped), share)
         record = state.rounds[number]
         garbled = "" if record.garbled is None else f", {record.garbled:.0f} % garbled"
@@ -102,15 +102,6 @@ def _untouched(first: dict, base: Baseline, uc: UnlearnConfig) -> UnlearnResult:
         train_texts=0,
         held_texts=0,
     )
-
-
-def _garbled(loop: Any, tokenizer: Any, draw: Any) -> float:
-    """The garbled share of a round's draw, read by the model as given (adapters off)."""
-    from dfsu.evaluation.garbled import garbled
-
-    model = loop.unwrapped()
-    with torch.no_grad(), model.disable_adapter():
-        return garbled(model, tokenizer, draw.prefixes, draw.generations, loop.device)
 
 
 def _unsound(record: Round, first: Round, uc: UnlearnConfig) -> str | None:

@@ -172,7 +172,7 @@ def stop_rule(method: Method, uc: UnlearnConfig, base: Baseline, first: dict[str
     """The stopping policy of a run whose bounds are relative to ``base``; ``first``: the
     run's first check (a dfsu-loop round's: where the checks measure the collapse guard, a
     round may not end more degenerate than ``unlearning.loop.max_degenerate`` or its start,
-    whichever is higher)."""
+    whichever is higher; with ``unlearning.loop.max_garbled`` the same for the garbled share)."""
     bound = base.check_ppl * (1 + uc.max_ppl_increase)
     own = uc.loop.max_self_ppl_increase
     self_bound = None if base.self_ppl is None or own is None else base.self_ppl * (1 + own)
@@ -185,8 +185,15 @@ def stop_rule(method: Method, uc: UnlearnConfig, base: Baseline, first: dict[str
         uc.plateau_tolerance,
         recitation_floor(base.recited, uc.max_recitation_loss),
         self_bound,
-        None if "degenerate" not in first else max(uc.loop.max_degenerate, first["degenerate"]),
+        _guard(uc.loop.max_degenerate, first.get("degenerate")),
+        _guard(uc.loop.max_garbled, first.get("garbled")),
     )
+
+
+def _guard(limit: float | None, start: float | None) -> float | None:
+    """A collapse guard's limit: the setting, or the round's start where higher; None when
+    off or unmeasured."""
+    return None if limit is None or start is None else max(limit, start)
 
 
 def _figures(check: dict[str, Any]) -> str:
@@ -194,7 +201,9 @@ def _figures(check: dict[str, Any]) -> str:
     recited = f" recited {check['recited']:.0f} %" if "recited" in check else ""
     own = f" self-ppl {check['self_ppl']:.2f}" if "self_ppl" in check else ""
     degenerate = f" degenerate {check['degenerate']:.0f} %" if "degenerate" in check else ""
-    return f"ppl {check['ppl']:.2f}{own} pii-loss {check['pii_loss']:.2f}{recited}{degenerate}"
+    garbled = f" garbled {check['garbled']:.0f} %" if "garbled" in check else ""
+    figures = f"{recited}{degenerate}{garbled}"
+    return f"ppl {check['ppl']:.2f}{own} pii-loss {check['pii_loss']:.2f}{figures}"
 
 
 def train_steps(

@@ -7,7 +7,8 @@ recitation bound: ``check["recited"]``, the share of the selection half of the o
 model's recitations still given back, at least ``min_recited``; the self bound:
 ``check["self_ppl"]``, perplexity on the original model's own PII-free samples, at most
 ``self_bound``; the collapse guard: ``check["degenerate"]``, the percent of degenerate
-samples, at most ``max_degenerate``) may be kept. Beyond
+samples, at most ``max_degenerate``, and ``check["garbled"]``, the percent garbled, at most
+``max_garbled``) may be kept. Beyond
 the bound the loop waits ``patience`` checks (public-text descent often brings perplexity
 back), then goes back to the last check within the bound at half the learning rate, at most
 ``backtracks`` times (ascent tips into collapse within a few steps, so a fixed check
@@ -36,6 +37,7 @@ class StopRule:
     min_recited: float | None = None  # the recitation bound: the least check["recited"]
     self_bound: float | None = None  # the self bound: the most check["self_ppl"]
     max_degenerate: float | None = None  # the collapse guard: the most check["degenerate"]
+    max_garbled: float | None = None  # ... and the most check["garbled"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ def within(check: Check, rule: StopRule) -> bool:
     if rule.self_bound is not None and check["self_ppl"] > rule.self_bound:
         return False
     if rule.max_degenerate is not None and check["degenerate"] > rule.max_degenerate:
+        return False
+    if rule.max_garbled is not None and check["garbled"] > rule.max_garbled:
         return False
     return check["ppl"] <= rule.bound
 
@@ -80,6 +84,8 @@ def bound_crossed(
         return f"perplexity on the model's own samples rose more than {max_self_ppl_increase:.0%}"
     if rule.max_degenerate is not None and check["degenerate"] > rule.max_degenerate:
         return f"more than {rule.max_degenerate:g} % of the guard's samples degenerate"
+    if rule.max_garbled is not None and check["garbled"] > rule.max_garbled:
+        return f"more than {rule.max_garbled:g} % of the guard's samples garbled"
     if max_recitation_loss is None:
         return f"perplexity rose more than {max_ppl_increase:.0%}"
     return f"the model stopped reciting more than {max_recitation_loss:.0%} of its recitations"
