@@ -128,11 +128,12 @@ class LoopConfig:
     )
     max_garbled: float | None = _f(
         None,
-        "the loop's keep rule on nonsense: a round whose own draw has more than this percent "
-        "of its samples garbled (degenerate, or less likely under the model as given than "
-        "random tokens: evaluation.garbled) is never kept, and the loop goes back to the best "
-        "round and on at half the learning rate, as after a degenerate one; round 0's share "
-        "when higher. null: off (only a mostly degenerate round is discarded)",
+        "the loop limited to fluent samples: a round whose own draw has more than this "
+        "percent of its samples garbled (degenerate, or less likely under the model as given "
+        "than random tokens: evaluation.garbled; round 0's share when higher) is never kept, "
+        "the loop going back to the best round at half the learning rate as after a "
+        "degenerate one, and a check whose guard draw (guard_prompts) has more (or more than "
+        "the round's start) is beyond the bounds. Trades forgetting for fluency. null: off",
         neutral=None,
     )
     guard_prompts: int = _f(
