@@ -107,6 +107,10 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     assert probe["after"]["given_back"] < probe["before"]["given_back"], probe
     assert probe["after"]["hit_pct"] < probe["before"]["hit_pct"] / 2, probe
     assert f"of the {probe['before']['values']} values" in leak["probe_words"]
+    # The garbled share at the probe's prefixes, under the model as given: its own samples
+    # there are text, not nonsense.
+    assert probe["before"]["garbled"] <= 10.0 and 0 <= probe["after"]["garbled"] <= 100, probe
+    assert "garbled there" in leak["probe_words"]
     values = leak["before"]["values"]
     assert values and all("•" in v["value"] for v in values)  # found, and masked
     assert summary["bound"]["within"] and summary["perplexity"]["documents"] == 10
@@ -338,3 +342,9 @@ def test_the_probe_in_words_says_what_came_back_and_nothing_without_a_probe():
     assert probe_words(None, after) is None and probe_words(before, None) is None
     nothing = dict(before, values=0, given_back=0, hit_pct=0.0)
     assert "gave no value back" in probe_words(nothing, nothing)
+    assert "garbled" not in words  # a summary without the share
+    soup = probe_words(dict(before, garbled=0.4), dict(after, garbled=42.2))
+    assert soup.endswith(
+        "garbled there (text the model as given finds less likely than random "
+        "tokens) 0.4 % -> 42.2 %"
+    ), soup

@@ -190,11 +190,12 @@ def measure(
 ) -> None:
     """The leak estimate (report draw), the probe replayed (``_probe``), the perplexity
     on the held-out report documents and the share of the draw's samples the model as given
-    finds garbled (``evaluation.garbled``) of one model -> ``path``."""
+    finds garbled (``evaluation.garbled``), on the draw and on the probe's replayed prefixes
+    (where the model as given leaked), of one model -> ``path``."""
     from dfsu.components.models import load_causal_lm, pick_device
     from dfsu.evaluation.garbled import garbled
     from dfsu.evaluation.leak import leak_meter, shown
-    from dfsu.evaluation.probe import replay
+    from dfsu.evaluation.probe import replayed
     from dfsu.evaluation.utility import perplexity
 
     device = pick_device(cfg.target.device)
@@ -205,10 +206,11 @@ def measure(
     draw = meter(model, tokenizer, device)
     as_given = Path(model_dir).resolve() == Path(owner.model).resolve()
     probe = _probe(meter, owner, device, probes, draw if as_given else None)
+    probed, prefixes, generations = replayed(meter, model, tokenizer, device, probe)
     result = {
         "model": str(model_dir),
         "leak_estimate": shown(draw.estimate, show_pii),
-        "probe": replay(meter, model, tokenizer, device, probe),
+        "probe": probed,
         "search_seconds": round(meter.seconds, 1),
         "recitation": _recitation(cfg, owner, model, tokenizer, device, probes),
         "ppl": perplexity(model, tokenizer, texts, device=device),
@@ -221,6 +223,7 @@ def measure(
     result["leak_estimate"]["garbled"] = garbled(
         model, tokenizer, draw.prefixes, draw.generations, device
     )
+    result["probe"]["garbled"] = garbled(model, tokenizer, prefixes, generations, device)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     atomic_write_json(path, result)
 

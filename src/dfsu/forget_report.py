@@ -137,7 +137,19 @@ def probe_words(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
         f"{before['prefixes']} prefixes of the report draw, {before['given_back']} come back "
         f"consistently when replayed there before unlearning and {after['given_back']} after; "
         f"the share of samples that give them back {before['hit_pct']:.1f} % -> "
-        f"{after['hit_pct']:.1f} %"
+        f"{after['hit_pct']:.1f} %{_probe_garbled(before, after)}"
+    )
+
+
+def _probe_garbled(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The garbled share of the replayed samples before -> after, or "" where a summary has
+    none (pure): the prefixes where the model as given leaked are where unlearning trained,
+    and where nonsense shows that the whole draw dilutes."""
+    if before.get("garbled") is None or after.get("garbled") is None:
+        return ""
+    return (
+        f"; garbled there (text the model as given finds less likely than random tokens) "
+        f"{before['garbled']:.1f} % -> {after['garbled']:.1f} %"
     )
 
 

@@ -27,13 +27,22 @@ def replay(
 ) -> dict[str, Any]:
     """``probe`` (``value_prompts``) replayed on the model: each prefix continued
     ``leak.samples`` times on the meter's sampling seed, scored by ``replay_score``."""
+    return replayed(meter, model, tokenizer, device, probe)[0]
+
+
+def replayed(
+    meter: LeakMeter, model: Any, tokenizer: Any, device: Any, probe: list[tuple]
+) -> tuple[dict[str, Any], list[str], list[list[str]]]:
+    """``replay``'s score with the replayed prefixes and their continuations (for a measure
+    that reads the samples themselves: ``evaluation.garbled``)."""
     lc = meter.cfg.leak
     if not probe:
-        return replay_score([], [], lc.samples, lc.min_count)
+        return replay_score([], [], lc.samples, lc.min_count), [], []
     n = lc.max_new_tokens
     prompts = [Prompt(f"probe-{i}", prefix, "", [], n) for i, (prefix, _) in enumerate(probe)]
-    _, spans = meter.sampled(model, tokenizer, prompts, device)
-    return replay_score(probe, spans, lc.samples, lc.min_count)
+    generations, spans = meter.sampled(model, tokenizer, prompts, device)
+    prefixes = [prefix for prefix, _ in probe]
+    return replay_score(probe, spans, lc.samples, lc.min_count), prefixes, generations
 
 
 def value_prompts(draw: Draw, min_count: int) -> list[tuple[str, frozenset[str]]]:
