@@ -261,3 +261,61 @@ def test_the_garbled_share_tells_nonsense_from_text(memorizing_run):
     ids = torch.randint(len(tokenizer), (len(prompts), 12), generator=draw).tolist()
     soup = [[tokenizer.decode(row, skip_special_tokens=True)] for row in ids]
     assert garbled(model, tokenizer, prefixes, soup, "cpu") >= 90
+
+
+@pytest.mark.slow
+def test_a_loop_with_alternatives_descends_on_fluent_text_where_the_values_were(
+    memorizing_run, monkeypatch
+):
+    """``unlearning.loop.alternatives`` (off by default): each round's texts gain what the
+    model as given writes in each text's context instead of its first value; that text keeps
+    the context, does not go on with the value's first token, is read as text (not garbled)
+    by the model as given, and marks only values (breaks: the ban not applied, the
+    alternatives never reaching the round's texts or not each ``alternatives`` times)."""
+    import dataclasses
+
+    from dfsu.components.models import load_causal_lm
+    from dfsu.evaluation.garbled import garbled_flags
+    from dfsu.evaluation.utility import suffix_nll
+    from dfsu.stages.unlearn import unlearn
+    from dfsu.unlearning import alternatives as module
+    from dfsu.unlearning import loop as loop_module
+
+    cfg, run, _ = memorizing_run
+    seen = []
+
+    def spy(loop, tokenizer, rows, values, **kwargs):
+        out = module.alternative_texts(loop, tokenizer, rows, values, **kwargs)
+        seen.append((rows, out, tokenizer, loop, values))
+        return out
+
+    monkeypatch.setattr(loop_module, "alternative_texts", spy)
+    split = loop_module.split_rows
+    texts = []
+    monkeypatch.setattr(
+        loop_module, "split_rows", lambda rows, *a: texts.append(rows) or split(rows, *a)
+    )
+    loop = dataclasses.replace(cfg.unlearning.loop, alternatives=2, rounds=1, steps=10)
+    uc = dataclasses.replace(cfg.unlearning, loop=loop)
+    unlearn(dataclasses.replace(cfg, unlearning=uc), run, "pscu", "loop", name="alternatives")
+    assert len(seen) == 1 and len(texts) == 1
+    rows, out, tokenizer, _, values = seen[0]
+    jobs = module.alternative_jobs(rows, tokenizer)
+    assert len(out) == len(jobs) >= 10
+    assert sum(texts[0].count(a) for a in out) == 2 * len(out)  # each twice beside the texts
+    through = {}  # each job's texts up to the end of their first value
+    for row in rows:
+        for job in module.alternative_jobs([row], tokenizer):
+            end = min(row["spans"])[1]
+            through.setdefault(job, set()).add(row["text"][len(job.context) : end])
+    for job, alternative in zip(jobs, out, strict=True):
+        assert alternative["text"].startswith(job.context)
+        written = alternative["text"][len(job.context) :]
+        assert not any(written.startswith(value) for value in through[job]), written
+        for start, end in alternative["spans"]:
+            assert alternative["text"][start:end] in values
+    model, _ = load_causal_lm(RunPaths(run).target)  # the model as given
+    pairs = [(j.context, a["text"][len(j.context) :]) for j, a in zip(jobs, out, strict=True)]
+    nlls = suffix_nll(model, tokenizer, pairs, 32, "cpu")
+    flags = garbled_flags([p[1] for p in pairs], nlls, len(tokenizer))
+    assert sum(flags) <= 0.1 * len(flags), sum(flags)

@@ -634,3 +634,34 @@ def test_a_loop_round_is_unsound_when_degenerate_or_past_the_garbled_limit():
     assert _unsound(at(0.0, 25.0), clean, on) == "25 % of the samples garbled"
     assert _unsound(at(0.0, 25.0), at(0.0, 30.0), on) is None  # round 0 read 30 %
     assert _unsound(at(0.0, None), clean, on) is None  # a round saved without the share
+
+
+def test_alternatives_ban_each_texts_first_value_once_per_context():
+    """alternative_jobs: one job per (context, first value token), the context cut before the
+    first span with its white space left to the value, the banned token the value's first in
+    that context; a text without spans has none. marked_values: every occurrence from
+    ``start`` on, once (breaks: the cut after the space, the ban the context's last token,
+    duplicate jobs, values before ``start`` marked)."""
+    from dfsu.simulation.stages.target import train_tokenizer
+    from dfsu.unlearning.alternatives import alternative_jobs, marked_values
+
+    texts = ["Case 7: call Anna Berg on 5550101.", "Case 7: call Otto Lind on 5550199."]
+    tokenizer = train_tokenizer(texts * 20, vocab_size=300)
+    rows = [
+        {"text": texts[0], "spans": [(13, 17), (18, 22)]},
+        {"text": texts[0] + " Thanks.", "spans": [(13, 17)]},  # the same context and value
+        {"text": texts[1], "spans": [(26, 33)]},
+        {"text": "Case 7: nothing here.", "spans": []},
+    ]
+    jobs = alternative_jobs(rows, tokenizer)
+    assert [j.context for j in jobs] == ["Case 7: call", "Case 7: call Otto Lind on"]
+    eos = tokenizer.eos_token or ""
+    for job, end in zip(jobs, (17, 33), strict=True):
+        assert list(job.ids) == tokenizer(eos + job.context, add_special_tokens=False)["input_ids"]
+        text = texts[0] if end == 17 else texts[1]
+        full = tokenizer(eos + text[:end], add_special_tokens=False)["input_ids"]
+        assert job.banned == full[len(job.ids)]
+        assert tokenizer.decode([job.banned]).strip() in text[len(job.context) : end]
+    text = "Anna wrote: call Anna Berg or Anna."
+    assert marked_values(text, 5, ["Anna", "Berg", "Zed"]) == [(17, 21), (22, 26), (30, 34)]
+    assert marked_values(text, 0, []) == []

@@ -136,6 +136,15 @@ class LoopConfig:
         "the round's start) is beyond the bounds. Trades forgetting for fluency. null: off",
         neutral=None,
     )
+    alternatives: int = _f(
+        0,
+        "fluent alternatives where the values were: each round also descends on what the model "
+        "as given writes in each unlearning text's context before its first value, that value's "
+        "first token banned (greedy, 25 tokens; confirmed values in it ascended), each this many "
+        "times beside the texts; 0: off",
+        neutral=0,
+        bounds=(0, 100),
+    )
     guard_prompts: int = _f(
         16,
         "prompts each check of the collapse guard samples (leak.samples continuations each)",

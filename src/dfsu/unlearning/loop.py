@@ -19,6 +19,7 @@ from peft import set_peft_model_state_dict
 from dfsu.components.batches import encode_masked
 from dfsu.config import RunConfig, UnlearnConfig
 from dfsu.rundir import atomic_write_json
+from dfsu.unlearning.alternatives import alternative_texts
 from dfsu.unlearning.checks import Baseline, Checker, garbled_share_of
 from dfsu.unlearning.data import Setup, UnlearnData
 from dfsu.unlearning.lora import lora_state
@@ -37,11 +38,13 @@ def loop_rounds(
     annotator's spans ascended, the rest descended) for at most ``unlearning.loop.steps``
     steps within the original model's perplexity bound; again, until the estimate reaches 0,
     stops falling, no step of a round stays within the bound, or ``unlearning.loop.rounds``
-    are spent. A round whose samples are mostly degenerate (``leak.DEGENERATE_LIMIT``:
-    collapse, not forgetting), or with ``unlearning.loop.max_garbled`` more garbled than that
-    (``_unsound``), is never kept; the loop goes back to the best round and on at half the
-    learning rate, ``LOOP_RETRIES`` times. The round with the lowest estimate is kept.
-    Finished rounds are saved in ``work``, so a killed run resumes there."""
+    are spent. With ``unlearning.loop.alternatives`` each round also descends on what the
+    model as given writes where the values were (``alternatives``). A round whose samples are
+    mostly degenerate (``leak.DEGENERATE_LIMIT``: collapse, not forgetting), or with
+    ``unlearning.loop.max_garbled`` more garbled than that (``_unsound``), is never kept; the
+    loop goes back to the best round and on at half the learning rate, ``LOOP_RETRIES`` times.
+    The round with the lowest estimate is kept. Finished rounds are saved in ``work``, so a
+    killed run resumes there."""
     from dfsu.evaluation.leak import extraction_texts
     from dfsu.ui import info
 
@@ -72,6 +75,10 @@ def loop_rounds(
             draw = meter(unwrapped, tokenizer, loop.device)
         values = [v["value"] for v in draw.estimate["values"]]
         rows = extraction_texts(draw.prefixes, draw.generations, draw.spans, values, meter.keep)
+        if uc.loop.alternatives:  # where the values were: what the model as given writes else
+            alternatives = alternative_texts(loop, tokenizer, rows, values)
+            info(f"{name} round {number + 1}: {len(alternatives)} alternatives beside {len(rows)}")
+            rows += alternatives * uc.loop.alternatives
         data = data.with_round(*split_rows(rows, tokenizer, uc, cfg.seed + number))
         loop.reset_optimizer_state()
         loop.set_lr(learning_rate(setup.method, uc, loop=True) * 0.5**collapsed)

@@ -1,0 +1,112 @@
+"""Fluent alternatives where the values were (``unlearning.loop.alternatives``).
+
+Ascent on a value's tokens takes probability from the value but says nothing of where it
+goes; at this scale much of it goes to nonsense (": the: the::::", docs/results.md, "Forgetting
+or nonsense"). An alternative gives it somewhere to go: for each unlearning text of a round,
+the model as given (adapters off: the owner's checkpoint) continues the text's context up to
+its first value, that value's first token banned, greedily. What it writes instead is text it
+finds likely in that context and not the value; the round descends on it beside the ascent on
+the value. A confirmed value the alternative still holds (another record the model recites
+there) is marked, so it is ascended like the rest, never descended. Only the model and the
+round's own texts are read.
+
+``alternative_jobs`` and ``marked_values`` are pure; ``alternative_texts`` samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Job:
+    """One alternative to write: the context before a value, its tokens (after EOS, as the
+    sampler reads a prompt) and the value's first token in that context, banned."""
+
+    context: str
+    ids: tuple[int, ...]
+    banned: int
+
+
+def alternative_jobs(rows: Sequence[dict], tokenizer: Any) -> list[Job]:
+    """Per unlearning text with a marked span, the context before its first span (white
+    space before the value left to the value, as byte-level BPE glues it there) and the
+    value's first token in that context; each (context, token) once (pure). A text whose
+    context's tokens are not a prefix of the text's (a merge across the cut) is left out."""
+    eos = tokenizer.eos_token or ""
+    jobs, seen = [], set()
+    for row in rows:
+        if not row["spans"]:
+            continue
+        text = row["text"]
+        start, end = min(row["spans"])
+        context = text[:start].rstrip()
+        head = tokenizer(eos + context, add_special_tokens=False)["input_ids"]
+        full = tokenizer(eos + text[:end], add_special_tokens=False)["input_ids"]
+        if len(full) <= len(head) or full[: len(head)] != head:
+            continue
+        key = (context, full[len(head)])
+        if key not in seen:
+            seen.add(key)
+            jobs.append(Job(context, tuple(head), full[len(head)]))
+    return jobs
+
+
+def marked_values(text: str, start: int, values: Sequence[str]) -> list[tuple[int, int]]:
+    """Every occurrence of a value in ``text`` from ``start`` on, as (start, end) spans, sorted
+    and each once (pure)."""
+    marked = set()
+    for value in values:
+        at = text.find(value, start)
+        while at >= 0:
+            marked.add((at, at + len(value)))
+            at = text.find(value, at + 1)
+    return sorted(marked)
+
+
+def alternative_texts(
+    loop: Any,
+    tokenizer: Any,
+    rows: Sequence[dict],
+    values: Sequence[str],
+    tokens: int = 25,
+    batch_size: int = 32,
+) -> list[dict]:
+    """The alternatives of a round's unlearning ``rows`` (``alternative_jobs``): the model as
+    given continues each context with its likeliest token other than the banned one, then
+    greedily, ``tokens`` tokens in all (cut at EOS); ``values`` in what it wrote are marked
+    (``marked_values``). Rows as ``extraction_texts`` gives them: text and spans."""
+    import torch
+
+    from dfsu.evaluation.sampler import decode_batch
+
+    model = loop.unwrapped()
+    eos_id = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    jobs = alternative_jobs(rows, tokenizer)
+    out = []
+    with torch.no_grad(), model.disable_adapter():
+        model.eval()
+        for at in range(0, len(jobs), batch_size):
+            batch = jobs[at : at + batch_size]
+            width = max(len(j.ids) for j in batch)
+            ids = torch.tensor([[pad] * (width - len(j.ids)) + list(j.ids) for j in batch])
+            mask = torch.tensor([[0] * (width - len(j.ids)) + [1] * len(j.ids) for j in batch])
+            ids, mask = ids.to(loop.device), mask.to(loop.device)
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+            last = logits[:, -1].float()
+            last[torch.arange(len(batch)), torch.tensor([j.banned for j in batch])] = -torch.inf
+            first = last.argmax(-1)
+            ids = torch.cat([ids, first[:, None]], 1)
+            mask = torch.cat([mask, mask.new_ones(len(batch), 1)], 1)
+            new = decode_batch(model, ids, mask, tokens - 1, eos_id, None, greedy=True)
+            for job, head, rest in zip(batch, first.tolist(), new.tolist(), strict=True):
+                written = [head, *rest]
+                if eos_id in written:
+                    written = written[: written.index(eos_id)]
+                text = job.context + tokenizer.decode(written, skip_special_tokens=True)
+                out.append({"text": text, "spans": marked_values(text, len(job.context), values)})
+    return out
