@@ -205,6 +205,7 @@ def test_an_older_runs_stored_config_loads_and_dumps_the_new_layout(tmp_path):
             "self_samples",
             "max_degenerate",
             "max_garbled",
+            "alternatives",
             "guard_prompts",
             "retain_self",
             "retain_self_copies",
