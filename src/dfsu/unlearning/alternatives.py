@@ -34,7 +34,8 @@ def alternative_jobs(rows: Sequence[dict], tokenizer: Any) -> list[Job]:
     """Per unlearning text with a marked span, the context before its first span (white
     space before the value left to the value, as byte-level BPE glues it there) and the
     value's first token in that context; each (context, token) once (pure). A text whose
-    context's tokens are not a prefix of the text's (a merge across the cut) is left out."""
+    context's tokens are not a prefix of the text's (a merge across the cut), or with no
+    token before its value (a tokenizer without EOS, the value first), is left out."""
     eos = tokenizer.eos_token or ""
     jobs, seen = [], set()
     for row in rows:
@@ -45,8 +46,8 @@ def alternative_jobs(rows: Sequence[dict], tokenizer: Any) -> list[Job]:
         context = text[:start].rstrip()
         head = tokenizer(eos + context, add_special_tokens=False)["input_ids"]
         full = tokenizer(eos + text[:end], add_special_tokens=False)["input_ids"]
-        if len(full) <= len(head) or full[: len(head)] != head:
-            continue
+        if not head or len(full) <= len(head) or full[: len(head)] != head:
+            continue  # nothing to continue from, or a merge across the cut
         key = (context, full[len(head)])
         if key not in seen:
             seen.add(key)
