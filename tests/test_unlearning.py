@@ -642,8 +642,9 @@ def test_alternatives_ban_each_texts_first_value_once_per_context():
     that context; a text without spans has none. marked_values: every occurrence from
     ``start`` on, once (breaks: the cut after the space, the ban the context's last token,
     duplicate jobs, values before ``start`` marked)."""
+    from dfsu.evaluation.leak import marked_values
     from dfsu.simulation.stages.target import train_tokenizer
-    from dfsu.unlearning.alternatives import alternative_jobs, marked_values
+    from dfsu.unlearning.alternatives import alternative_jobs
 
     texts = ["Case 7: call Anna Berg on 5550101.", "Case 7: call Otto Lind on 5550199."]
     tokenizer = train_tokenizer(texts * 20, vocab_size=300)

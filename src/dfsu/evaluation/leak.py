@@ -176,15 +176,23 @@ def extraction_texts(
             seen.add(prefix + generation)
             text, start = prefix + generation, len(prefix)
             marked = {(s.start, s.end) for s in row if s.start >= start}
-            for value in hits:
-                at = text.find(value, start)
-                while at >= 0:
-                    marked.add((at, at + len(value)))
-                    at = text.find(value, at + 1)
+            marked.update(marked_values(text, start, hits))
             spans_ = [{"start": a, "end": b} for a, b in sorted(marked)]
             spans_, _ = drop_kept(text, spans_, list(keep))
             rows.append({"text": text, "spans": [(s["start"], s["end"]) for s in spans_]})
     return rows
+
+
+def marked_values(text: str, start: int, values: Sequence[str]) -> list[tuple[int, int]]:
+    """Every occurrence of a value in ``text`` from ``start`` on, as (start, end) spans, sorted
+    and each once (pure)."""
+    marked = set()
+    for value in values:
+        at = text.find(value, start)
+        while at >= 0:
+            marked.add((at, at + len(value)))
+            at = text.find(value, at + 1)
+    return sorted(marked)
 
 
 def shown(estimate: dict[str, Any], show_pii: bool, top: int = 20) -> dict[str, Any]:

@@ -113,12 +113,14 @@ def decode_batch(
     max_new_tokens: int,
     eos_id: int,
     generator: torch.Generator | None,
+    banned: torch.Tensor | None = None,
     **sampling: Any,
 ) -> torch.Tensor:
     """New tokens [B, <= max_new_tokens] for left-padded prompts, with the KV cache.
 
     Position ids follow the attention mask, so a left-padded row decodes exactly as it
-    would alone. Stops early once every row has produced EOS.
+    would alone. Stops early once every row has produced EOS. ``banned`` ([B] token ids):
+    the token each row's first new token may not be.
     """
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     out = model(
@@ -126,6 +128,11 @@ def decode_batch(
     )
     name = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.24: cache
     past, logits = _preallocated(out[name], max_new_tokens), out.logits[:, -1]
+    if banned is not None:
+        logits = logits.index_put(
+            (torch.arange(len(banned), device=banned.device), banned),
+            torch.tensor(-torch.inf, dtype=logits.dtype, device=logits.device),
+        )
     done = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
     new_tokens = []
     for _ in range(max_new_tokens):

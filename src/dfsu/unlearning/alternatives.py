@@ -10,7 +10,7 @@ the value. A confirmed value the alternative still holds (another record the mod
 there) is marked, so it is ascended like the rest, never descended. Only the model and the
 round's own texts are read.
 
-``alternative_jobs`` and ``marked_values`` are pure; ``alternative_texts`` samples.
+``alternative_jobs`` is pure; ``alternative_texts`` decodes.
 """
 
 from __future__ import annotations
@@ -55,18 +55,6 @@ def alternative_jobs(rows: Sequence[dict], tokenizer: Any) -> list[Job]:
     return jobs
 
 
-def marked_values(text: str, start: int, values: Sequence[str]) -> list[tuple[int, int]]:
-    """Every occurrence of a value in ``text`` from ``start`` on, as (start, end) spans, sorted
-    and each once (pure)."""
-    marked = set()
-    for value in values:
-        at = text.find(value, start)
-        while at >= 0:
-            marked.add((at, at + len(value)))
-            at = text.find(value, at + 1)
-    return sorted(marked)
-
-
 def alternative_texts(
     loop: Any,
     tokenizer: Any,
@@ -78,9 +66,10 @@ def alternative_texts(
     """The alternatives of a round's unlearning ``rows`` (``alternative_jobs``): the model as
     given continues each context with its likeliest token other than the banned one, then
     greedily, ``tokens`` tokens in all (cut at EOS); ``values`` in what it wrote are marked
-    (``marked_values``). Rows as ``extraction_texts`` gives them: text and spans."""
+    (``leak.marked_values``). Rows as ``extraction_texts`` gives them: text and spans."""
     import torch
 
+    from dfsu.evaluation.leak import marked_values
     from dfsu.evaluation.sampler import decode_batch
 
     model = loop.unwrapped()
@@ -95,17 +84,18 @@ def alternative_texts(
             width = max(len(j.ids) for j in batch)
             ids = torch.tensor([[pad] * (width - len(j.ids)) + list(j.ids) for j in batch])
             mask = torch.tensor([[0] * (width - len(j.ids)) + [1] * len(j.ids) for j in batch])
-            ids, mask = ids.to(loop.device), mask.to(loop.device)
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
-            last = logits[:, -1].float()
-            last[torch.arange(len(batch)), torch.tensor([j.banned for j in batch])] = -torch.inf
-            first = last.argmax(-1)
-            ids = torch.cat([ids, first[:, None]], 1)
-            mask = torch.cat([mask, mask.new_ones(len(batch), 1)], 1)
-            new = decode_batch(model, ids, mask, tokens - 1, eos_id, None, greedy=True)
-            for job, head, rest in zip(batch, first.tolist(), new.tolist(), strict=True):
-                written = [head, *rest]
+            banned = torch.tensor([j.banned for j in batch], device=loop.device)
+            new = decode_batch(
+                model,
+                ids.to(loop.device),
+                mask.to(loop.device),
+                tokens,
+                eos_id,
+                None,
+                banned=banned,
+                greedy=True,
+            )
+            for job, written in zip(batch, new.tolist(), strict=True):
                 if eos_id in written:
                     written = written[: written.index(eos_id)]
                 text = job.context + tokenizer.decode(written, skip_special_tokens=True)
