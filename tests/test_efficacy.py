@@ -271,11 +271,12 @@ def test_the_garbled_share_tells_nonsense_from_text(memorizing_run):
 def test_a_loop_with_alternatives_descends_on_fluent_text_where_the_values_were(
     memorizing_run, monkeypatch
 ):
-    """``unlearning.loop.alternatives`` (off by default): each round's texts gain what the
-    model as given writes in each text's context instead of its first value; that text keeps
-    the context, does not go on with the value's first token, is read as text (not garbled)
-    by the model as given, and marks only values (breaks: the ban not applied, the
-    alternatives never reaching the round's texts or not each ``alternatives`` times)."""
+    """``unlearning.loop.alternatives`` (here 2): each round's texts gain what the model as
+    given writes in each text's context instead of its first value; that text keeps the
+    context, does not go on with the value's first token, is read as text (not garbled) by
+    the model as given, marks only values and leaves the annotator's other spans in what it
+    wrote to no loss (breaks: the ban not applied, the alternatives never reaching the
+    round's texts or not each ``alternatives`` times)."""
     import dataclasses
 
     from dfsu.components.models import load_causal_lm
@@ -318,6 +319,9 @@ def test_a_loop_with_alternatives_descends_on_fluent_text_where_the_values_were(
         assert not any(written.startswith(value) for value in through[job]), written
         for start, end in alternative["spans"]:
             assert alternative["text"][start:end] in values
+        for start, end in alternative["unsure"]:  # other PII: written, never a confirmed value
+            assert start >= len(job.context)
+            assert not any(start < b and a < end for a, b in alternative["spans"])
     model, _ = load_causal_lm(RunPaths(run).target)  # the model as given
     pairs = [(j.context, a["text"][len(j.context) :]) for j, a in zip(jobs, out, strict=True)]
     nlls = suffix_nll(model, tokenizer, pairs, 32, "cpu")

@@ -91,6 +91,25 @@ def test_extraction_texts_mark_every_occurrence_of_an_extracted_value():
     assert [text[s:e] for s, e in rows[0]["spans"]] == ["jdoe88", "jdoe88"]
 
 
+def test_masked_spans_mark_what_was_written_found_or_confirmed_but_never_a_kept_value():
+    """masked_spans: the annotator's spans from ``start`` on, every occurrence of a confirmed
+    value there, each once, sorted; a span over a value to keep dropped (breaks: spans in the
+    context marked, a confirmed value the annotator missed left out, a kept value marked)."""
+    from dfsu.evaluation.leak import masked_spans
+
+    text = "Call Anna on 555-0101 or the desk 555-0000; Anna Berg knows."
+    start = len("Call Anna")
+    found = [
+        Span("Anna", 5, 9, "FIRSTNAME"),  # in the context: not marked
+        Span("555-0101", 13, 21, "PHONENUMBER"),
+        Span("555-0000", 34, 42, "PHONENUMBER"),  # the public desk: kept
+    ]
+    spans = masked_spans(text, start, found, ["Anna", "555-0101"], keep=["555-0000"])
+    assert [text[a:b] for a, b in spans] == ["555-0101", "Anna"]
+    assert spans == sorted(set(spans))
+    assert masked_spans(text, start, [], []) == []
+
+
 def test_shown_masks_values_unless_asked():
     est = {"consistent": 1, "emitted": 1, "by_label": {}, "values": [{"value": "jdoe88"}]}
     assert shown(est, False)["values"][0]["value"] != "jdoe88"

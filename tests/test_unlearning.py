@@ -666,3 +666,65 @@ def test_alternatives_ban_each_texts_first_value_once_per_context():
     text = "Anna wrote: call Anna Berg or Anna."
     assert marked_values(text, 5, ["Anna", "Berg", "Zed"]) == [(17, 21), (22, 26), (30, 34)]
     assert marked_values(text, 0, []) == []
+
+
+def test_alternative_masks_ascend_confirmed_values_and_leave_other_pii_to_no_loss():
+    """alternative_masks: in what an alternative wrote, a confirmed value is ascended, the
+    annotator's other spans are unsure (no loss), a kept value and the context are neither,
+    and an annotator span over a confirmed value is not unsure (breaks: unconfirmed PII
+    ascended or descended, a confirmed value left to no loss, the context masked)."""
+    from dfsu.pii.records import Span
+    from dfsu.unlearning.alternatives import alternative_masks
+
+    text = "Ring Otto Lind at 5550101 or the desk 5550000, Otto."
+    start = len("Ring")
+    found = [
+        Span("Otto", 5, 9, "FIRSTNAME"),
+        Span("Lind", 10, 14, "LASTNAME"),
+        Span("5550101", 18, 25, "PHONENUMBER"),
+        Span("5550000", 38, 45, "PHONENUMBER"),
+        Span("Otto", 47, 51, "FIRSTNAME"),
+    ]
+    spans, unsure = alternative_masks(text, start, found, ["Otto"], keep=["5550000"])
+    assert [text[a:b] for a, b in spans] == ["Otto", "Otto"]
+    assert [text[a:b] for a, b in unsure] == ["Lind", "5550101"]
+    before = alternative_masks(text, len(text), found, ["Otto"])
+    assert before == ([], [])  # nothing written: nothing marked
+
+
+def test_unsure_tokens_reach_no_loss():
+    """An encoded row's ``unsure`` spans drop out of the objective's valid tokens: the loss
+    equals the method's own on the valid mask without them (breaks: the mask not carried by
+    encode_masked/collate_masked, or not read by the training objective)."""
+    from types import SimpleNamespace
+
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from dfsu.components.batches import collate_masked, encode_masked
+    from dfsu.config import UnlearnConfig
+    from dfsu.simulation.stages.target import train_tokenizer
+    from dfsu.unlearning.methods import METHODS, Terms
+    from dfsu.unlearning.proxy import model_token_losses
+    from dfsu.unlearning.single import objective
+
+    text = "Case 7: call Anna Berg on 5550101 today."
+    tokenizer = train_tokenizer([text] * 20, vocab_size=300)
+    size = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    torch.manual_seed(0)
+    model = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=len(tokenizer), **size)).eval()
+    row = {"text": text, "spans": [(13, 17)], "unsure": [(26, 33)]}
+    items = encode_masked(tokenizer, [row], 64)
+    assert sum(items[0]["unsure"]) >= 1 and not any(
+        p and u for p, u in zip(items[0]["pii"], items[0]["unsure"], strict=True)
+    )
+    batch = collate_masked(items, tokenizer.pad_token_id or 0)
+    uc = UnlearnConfig(alpha=1.0, beta=1.0, retain_weight=0.0)
+    loop = SimpleNamespace(model=model)
+    with torch.no_grad():
+        got = objective(METHODS["pscu"], loop, batch, None, uc)["loss"]
+        plain = objective(METHODS["pscu"], loop, dict(batch, unsure=0 * batch["unsure"]), None, uc)
+        losses = model_token_losses(model, batch)
+    valid = batch["attention_mask"][:, 1:].float() * (1 - batch["unsure"][:, 1:])
+    want = METHODS["pscu"].objective(Terms(losses, valid, batch["pii"][:, 1:]), uc)["loss"]
+    assert got.item() == pytest.approx(want.item())
+    assert got.item() != pytest.approx(plain["loss"].item())

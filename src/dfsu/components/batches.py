@@ -42,23 +42,32 @@ def collate(blocks: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 def encode_masked(tokenizer: Any, rows: list[dict[str, Any]], max_length: int) -> list[dict]:
-    """[{text, spans}] -> [{input_ids, pii}]: EOS + tokens and the PII token mask."""
+    """[{text, spans[, unsure]}] -> [{input_ids, pii[, unsure]}]: EOS + tokens and the PII
+    token mask; with ``unsure`` spans, the mask of tokens no loss reads (neither ascended nor
+    descended)."""
     out = []
     for row in rows:
         ids, mask = encode_with_mask(tokenizer, row["text"], row["spans"], max_length)
-        out.append({"input_ids": ids, "pii": mask})
+        item = {"input_ids": ids, "pii": mask}
+        if row.get("unsure"):
+            item["unsure"] = encode_with_mask(tokenizer, row["text"], row["unsure"], max_length)[1]
+        out.append(item)
     return out
 
 
 def collate_masked(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Encoded items -> right-padded input_ids, attention_mask and a float PII mask."""
+    """Encoded items -> right-padded input_ids, attention_mask, a float PII mask and a float
+    mask of the tokens no loss reads (``unsure``; zeros where an item has none)."""
     width = max(len(x["input_ids"]) for x in items)
     ids = torch.full((len(items), width), pad_id, dtype=torch.long)
     attention = torch.zeros_like(ids)
     pii = torch.zeros((len(items), width))
+    unsure = torch.zeros((len(items), width))
     for i, x in enumerate(items):
         n = len(x["input_ids"])
         ids[i, :n] = torch.tensor(x["input_ids"])
         attention[i, :n] = 1
         pii[i, :n] = torch.tensor(x["pii"], dtype=torch.float)
-    return {"input_ids": ids, "attention_mask": attention, "pii": pii}
+        if "unsure" in x:
+            unsure[i, :n] = torch.tensor(x["unsure"], dtype=torch.float)
+    return {"input_ids": ids, "attention_mask": attention, "pii": pii, "unsure": unsure}

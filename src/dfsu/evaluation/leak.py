@@ -165,8 +165,6 @@ def extraction_texts(
     """The model's own samples that emit an extracted value, once each, as unlearning texts (pure):
     prompt + continuation, the PII mask being the annotator's spans in the continuation and
     every occurrence of an extracted value there; spans over a value to ``keep`` dropped."""
-    from dfsu.pii.annotators import drop_kept
-
     rows, seen = [], set()
     for prefix, gens, found in zip(prefixes, generations, spans, strict=True):
         for generation, row in zip(gens, found, strict=True):
@@ -175,12 +173,23 @@ def extraction_texts(
                 continue
             seen.add(prefix + generation)
             text, start = prefix + generation, len(prefix)
-            marked = {(s.start, s.end) for s in row if s.start >= start}
-            marked.update(marked_values(text, start, hits))
-            spans_ = [{"start": a, "end": b} for a, b in sorted(marked)]
-            spans_, _ = drop_kept(text, spans_, list(keep))
-            rows.append({"text": text, "spans": [(s["start"], s["end"]) for s in spans_]})
+            rows.append({"text": text, "spans": masked_spans(text, start, row, hits, keep)})
     return rows
+
+
+def masked_spans(
+    text: str, start: int, found: Sequence[Span], values: Sequence[str], keep: Sequence[str] = ()
+) -> list[tuple[int, int]]:
+    """The PII mask of what the model wrote from ``start`` on (pure): the annotator's spans
+    ``found`` there and every occurrence of a ``values`` item there, sorted, each once; a span
+    over a value to ``keep`` is dropped."""
+    from dfsu.pii.annotators import drop_kept
+
+    marked = {(s.start, s.end) for s in found if s.start >= start}
+    marked.update(marked_values(text, start, values))
+    spans = [{"start": a, "end": b} for a, b in sorted(marked)]
+    spans, _ = drop_kept(text, spans, list(keep))
+    return [(s["start"], s["end"]) for s in spans]
 
 
 def marked_values(text: str, start: int, values: Sequence[str]) -> list[tuple[int, int]]:

@@ -7,10 +7,12 @@ the model as given (adapters off: the owner's checkpoint) continues the text's c
 its first value, that value's first token banned, greedily. What it writes instead is text it
 finds likely in that context and not the value; the round descends on it beside the ascent on
 the value. A confirmed value the alternative still holds (another record the model recites
-there) is marked, so it is ascended like the rest, never descended. Only the model and the
-round's own texts are read.
+there) is marked, so it is ascended like the rest, never descended; any other PII the
+annotator finds in it (a value the round did not confirm, maybe another record's) is read by
+no loss: neither descended, which would teach it, nor ascended, which at this scale writes
+nonsense. Only the model and the round's own texts are read.
 
-``alternative_jobs`` is pure; ``alternative_texts`` decodes.
+``alternative_jobs`` and ``alternative_masks`` are pure; ``alternative_texts`` decodes.
 """
 
 from __future__ import annotations
@@ -60,23 +62,26 @@ def alternative_texts(
     tokenizer: Any,
     rows: Sequence[dict],
     values: Sequence[str],
+    annotate: Any = None,
+    keep: Sequence[str] = (),
     tokens: int = 25,
     batch_size: int = 32,
 ) -> list[dict]:
     """The alternatives of a round's unlearning ``rows`` (``alternative_jobs``): the model as
     given continues each context with its likeliest token other than the banned one, then
-    greedily, ``tokens`` tokens in all (cut at EOS); ``values`` in what it wrote are marked
-    (``leak.marked_values``). Rows as ``extraction_texts`` gives them: text and spans."""
+    greedily, ``tokens`` tokens in all (cut at EOS); ``values`` in what it wrote are marked,
+    what ``annotate`` finds there besides is unsure (``alternative_masks``), a value to
+    ``keep`` neither. Rows as ``extraction_texts`` gives them (text, spans) and their unsure
+    spans."""
     import torch
 
-    from dfsu.evaluation.leak import marked_values
     from dfsu.evaluation.sampler import decode_batch
 
     model = loop.unwrapped()
     eos_id = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
     jobs = alternative_jobs(rows, tokenizer)
-    out = []
+    written_texts = []
     with torch.no_grad(), model.disable_adapter():
         model.eval()
         for at in range(0, len(jobs), batch_size):
@@ -98,6 +103,28 @@ def alternative_texts(
             for job, written in zip(batch, new.tolist(), strict=True):
                 if eos_id in written:
                     written = written[: written.index(eos_id)]
-                text = job.context + tokenizer.decode(written, skip_special_tokens=True)
-                out.append({"text": text, "spans": marked_values(text, len(job.context), values)})
+                written = tokenizer.decode(written, skip_special_tokens=True)
+                written_texts.append(job.context + written)
+    found = annotate(written_texts) if annotate is not None and written_texts else None
+    out = []
+    for at, (job, text) in enumerate(zip(jobs, written_texts, strict=True)):
+        spans, unsure = alternative_masks(
+            text, len(job.context), found[at] if found else [], values, keep
+        )
+        out.append({"text": text, "spans": spans, "unsure": unsure})
     return out
+
+
+def alternative_masks(
+    text: str, start: int, found: Sequence[Any], values: Sequence[str], keep: Sequence[str] = ()
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(ascended, unsure) spans of what an alternative wrote from ``start`` on (pure): every
+    occurrence of a confirmed value is ascended; the annotator's other spans there (``found``,
+    PII the round did not confirm: maybe another record's value) are unsure, read by no loss,
+    neither ascended nor descended; a value to ``keep`` is neither."""
+    from dfsu.evaluation.leak import masked_spans
+
+    spans = masked_spans(text, start, [], values, keep)
+    seen = masked_spans(text, start, found, [], keep)
+    unsure = [(a, b) for a, b in seen if not any(a < d and c < b for c, d in spans)]
+    return spans, unsure

@@ -76,7 +76,9 @@ def loop_rounds(
         values = [v["value"] for v in draw.estimate["values"]]
         rows = extraction_texts(draw.prefixes, draw.generations, draw.spans, values, meter.keep)
         if uc.loop.alternatives:  # where the values were: what the model as given writes else
-            alternatives = alternative_texts(loop, tokenizer, rows, values)
+            alternatives = alternative_texts(
+                loop, tokenizer, rows, values, annotate=meter.annotate, keep=meter.keep
+            )
             info(f"{name} round {number + 1}: {len(alternatives)} alternatives beside {len(rows)}")
             rows += alternatives * uc.loop.alternatives
         data = data.with_round(*split_rows(rows, tokenizer, uc, cfg.seed + number))

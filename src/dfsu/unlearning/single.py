@@ -55,7 +55,7 @@ def objective(
         retain_valid = retain["attention_mask"][:, 1:].float()
     terms = Terms(
         losses=losses,
-        valid=batch["attention_mask"][:, 1:].float(),
+        valid=batch["attention_mask"][:, 1:].float() * (1 - batch["unsure"][:, 1:]),
         pii=batch["pii"][:, 1:],
         reference=reference,
         retain_losses=retain_losses,
