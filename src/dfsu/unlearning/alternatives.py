@@ -9,8 +9,9 @@ finds likely in that context and not the value; the round descends on it beside 
 the value. A confirmed value the alternative still holds (another record the model recites
 there) is marked, so it is ascended like the rest, never descended; any other PII the
 annotator finds in it (a value the round did not confirm, maybe another record's) is read by
-no loss: neither descended, which would teach it, nor ascended, which at this scale writes
-nonsense. Only the model and the round's own texts are read.
+no loss: neither descended, which would teach it, nor ascended, which wrote the most nonsense
+of the ways tried (docs/results.md, "The annotator's other spans in the alternatives").
+Only the model and the round's own texts are read.
 
 ``alternative_jobs`` and ``alternative_masks`` are pure; ``alternative_texts`` decodes.
 """

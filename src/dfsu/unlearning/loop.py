@@ -79,7 +79,11 @@ def loop_rounds(
             alternatives = alternative_texts(
                 loop, tokenizer, rows, values, annotate=meter.annotate, keep=meter.keep
             )
-            info(f"{name} round {number + 1}: {len(alternatives)} alternatives beside {len(rows)}")
+            unsure = sum(len(a["unsure"]) for a in alternatives)
+            info(
+                f"{name} round {number + 1}: {len(alternatives)} alternatives beside {len(rows)}"
+                f" ({unsure} spans of unconfirmed PII in them left to no loss)"
+            )
             rows += alternatives * uc.loop.alternatives
         data = data.with_round(*split_rows(rows, tokenizer, uc, cfg.seed + number))
         loop.reset_optimizer_state()
