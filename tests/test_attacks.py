@@ -268,7 +268,12 @@ def test_the_owners_verdict_gives_the_share_of_what_unlearning_removed_that_came
     assert owner_attacks(names) == ["quant:4", "relearn:60"]
     assert returned_share(40, 4, 22) == 50.0 and returned_share(40, 4, 2) == 0.0
     assert returned_share(0, 0, 1) == 100.0 and returned_share(3, 3, 3) == 0.0
-    attacked = {"quant:4": {"consistent": 7}, "q": {"consistent": 12}, "r": {"consistent": 30}}
+    attacked = {
+        "quant:4": {"consistent": 7},
+        "q": {"consistent": 12},
+        "r": {"consistent": 30},
+        "relearn:60": {"consistent": 5},
+    }
     got = attack_verdicts(40, 4, attacked)
     assert got["quant:4"]["survived"] and got["quant:4"]["returned_pct"] == 8.3
     assert got["quant:4"]["words"] == (
@@ -276,6 +281,10 @@ def test_the_owners_verdict_gives_the_share_of_what_unlearning_removed_that_came
         "back, the forgetting held"
     )
     assert not got["q"]["survived"] and got["q"]["words"].endswith("was partly undone")
+    # A relearning verdict says what its counts cannot see (measured: docs/results.md).
+    assert got["relearn:60"]["survived"]
+    assert "held (these counts see what the search reaches" in got["relearn:60"]["words"]
+    assert "docs/results.md" not in got["quant:4"]["words"]
     assert got["r"]["words"].endswith(
         "72 % of what unlearning removed came back, the forgetting did not survive it"
     )
@@ -287,10 +296,10 @@ def test_the_owners_verdict_gives_the_share_of_what_unlearning_removed_that_came
     got = attack_verdicts(40, 4, {"relearn:60": {"consistent": 6, "probe": probe}})
     assert not got["relearn:60"]["survived"] and got["relearn:60"]["probe"] == probe
     assert got["relearn:60"]["returned_pct"] == 60.0
-    assert got["relearn:60"]["words"] == (
+    assert got["relearn:60"]["words"].startswith(
         "relearn:60: leak 4 -> 6 (before unlearning 40); of the 24 values it gave back before "
         "unlearning, at their own prefixes, 4 after unlearning, 16 after the attack: 60 % of "
-        "what unlearning removed came back, the forgetting did not survive it"
+        "what unlearning removed came back, the forgetting did not survive it ("
     )
 
 

@@ -405,6 +405,13 @@ def leak_under_attacks(
     return result
 
 
+# Measured once (docs/results.md, "The annotator's other spans in the alternatives"): on a
+# simulated model of record shapes dfsu never saw, fine-tuning brought back more of the true
+# leak than these counts showed.
+RELEARN_CAVEAT = (
+    "these counts see what the search reaches; on a simulated model, fine-tuning brought back "
+    "more of the true leak than they showed: docs/results.md"
+)
 HELD_SHARE = 10.0  # at most this percent of what unlearning removed came back: it held
 LOST_SHARE = 50.0  # more than this: the forgetting did not survive the attack
 
@@ -444,12 +451,14 @@ def attack_verdicts(before: int, after: int, attacked: dict[str, dict]) -> dict[
             verdict = "was partly undone"
         else:
             verdict = "did not survive it"
+        words += f": {share:.0f} % of what unlearning removed came back, the forgetting {verdict}"
+        if label.startswith("relearn"):
+            words += f" ({RELEARN_CAVEAT})"
         out[label] = {
             "consistent": n,
             "returned_pct": share,
             "survived": share <= HELD_SHARE,
-            "words": f"{words}: {share:.0f} % of what unlearning removed came back, the "
-            f"forgetting {verdict}",
+            "words": words,
         }
         if probe:
             out[label]["probe"] = probe
