@@ -16,9 +16,19 @@ def encode_with_mask(
     tokenizer: Any, text: str, spans: Iterable[tuple[int, int]], max_length: int | None = None
 ) -> tuple[list[int], list[int]]:
     """EOS + the text's tokens, and the PII mask aligned with them (EOS is never PII)."""
+    ids, (mask,) = encode_with_masks(tokenizer, text, [spans], max_length)
+    return ids, mask
+
+
+def encode_with_masks(
+    tokenizer: Any,
+    text: str,
+    span_sets: Iterable[Iterable[tuple[int, int]]],
+    max_length: int | None = None,
+) -> tuple[list[int], list[list[int]]]:
+    """EOS + the text's tokens, tokenized once, and one mask per set of spans aligned with
+    them (EOS in none)."""
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    ids, offsets = enc["input_ids"], enc["offset_mapping"]
-    mask = token_mask(offsets, spans)
-    if max_length is not None:
-        ids, mask = ids[:max_length], mask[:max_length]
-    return [tokenizer.eos_token_id, *ids], [0, *mask]
+    ids, offsets = enc["input_ids"][:max_length], enc["offset_mapping"][:max_length]
+    masks = [[0, *token_mask(offsets, spans)] for spans in span_sets]
+    return [tokenizer.eos_token_id, *ids], masks

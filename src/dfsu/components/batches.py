@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from dfsu.masks import encode_with_mask
+from dfsu.masks import encode_with_masks
 
 
 def pack_documents(docs: list[list[int]], block_size: int, eos_id: int) -> list[list[int]]:
@@ -47,10 +47,11 @@ def encode_masked(tokenizer: Any, rows: list[dict[str, Any]], max_length: int) -
     descended)."""
     out = []
     for row in rows:
-        ids, mask = encode_with_mask(tokenizer, row["text"], row["spans"], max_length)
-        item = {"input_ids": ids, "pii": mask}
-        if row.get("unsure"):
-            item["unsure"] = encode_with_mask(tokenizer, row["text"], row["unsure"], max_length)[1]
+        sets = [row["spans"], row["unsure"]] if row.get("unsure") else [row["spans"]]
+        ids, masks = encode_with_masks(tokenizer, row["text"], sets, max_length)
+        item = {"input_ids": ids, "pii": masks[0]}
+        if len(masks) > 1:
+            item["unsure"] = masks[1]
         out.append(item)
     return out
 
