@@ -100,18 +100,22 @@ def audited_models(
     """(name, description, model, tokenizer) of the original and, when given, the unlearned
     model (an adapter over the original, or a merged directory), one at a time."""
     from dfsu.components.models import load_adapter, load_causal_lm, refuse_symlinked
+    from dfsu.owner_checks import check_finite
 
     if adapter and unlearned:
         raise DfsuError("audit: give --adapter or --unlearned, not both")
     if adapter or unlearned:  # before the original's work
         refuse_symlinked(adapter or unlearned)
     model, tokenizer = load_causal_lm(model_path, trust_remote_code)
+    check_finite(model, str(model_path))  # NaN weights would read as a model that leaks nothing
     yield "original", str(model_path), model.to(device), tokenizer
     if adapter:
         adapted = load_adapter(model, adapter)
+        check_finite(adapted, str(adapter))
         yield "unlearned", f"{model_path} + {adapter}", adapted.to(device), tokenizer
     elif unlearned:
         model, tokenizer = load_causal_lm(unlearned, trust_remote_code)
+        check_finite(model, str(unlearned))
         yield "unlearned", str(unlearned), model.to(device), tokenizer
 
 

@@ -29,6 +29,7 @@ from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.forget_report import forget_summary, write_forget_report
 from dfsu.owner import MODEL_FILES, Owner
+from dfsu.owner_checks import check_checkpoint, check_model_dir, check_owner_files
 from dfsu.owner_stages import stage_names
 from dfsu.rundir import (
     RunPaths,
@@ -57,36 +58,6 @@ FORGET_METHODS = {
     "loop": ForgetMethod("dfsu-loop", "pscu", "loop"),
     **{s: ForgetMethod("dfsu", "pscu", "pseudo", s) for s in SOURCES},
 }
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt")
-
-
-def check_model_dir(path: str | Path) -> Path:
-    """The model directory, resolved, or a one-line error saying what is missing: a Hugging
-    Face config of an architecture dfsu puts LoRA on, safetensors weights, a tokenizer."""
-    from dfsu.components.models import require_safetensors
-    from dfsu.unlearning.lora import LORA_MODULES
-
-    path = Path(path)
-    if not path.is_dir():
-        raise DfsuError(f"--model {path}: not a directory")
-    config = path / "config.json"
-    if not config.is_file():
-        raise DfsuError(f"--model {path}: no config.json (not a Hugging Face model directory)")
-    try:
-        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    except (ValueError, UnicodeDecodeError, AttributeError):
-        raise DfsuError(f"{config}: not a JSON object") from None
-    if model_type not in LORA_MODULES:
-        raise DfsuError(
-            f"{config}: model_type {model_type!r} has no LoRA module map "
-            f"(known: {', '.join(sorted(LORA_MODULES))})"
-        )
-    require_safetensors(path, "*.safetensors")
-    if not any((path / name).is_file() for name in TOKENIZER_FILES) and not any(
-        path.glob("*.model")
-    ):
-        raise DfsuError(f"--model {path}: no tokenizer files ({', '.join(TOKENIZER_FILES)})")
-    return path.resolve()
 
 
 def model_fingerprint(path: Path) -> str:
@@ -101,14 +72,24 @@ def model_fingerprint(path: Path) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def forget_dir(out: str | Path) -> Path:
-    """OUT created 0700, or an earlier forget's OUT to resume; anything else is refused."""
+def check_out(out: str | Path) -> Path:
+    """OUT if it is new, empty or an earlier forget's OUT to resume; anything else is refused."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or out.is_symlink()):
         raise DfsuError(f"--out {out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not RunPaths(out).manifest.is_file():
         raise DfsuError(f"--out {out}: a non-empty directory that no `dfsu forget` wrote")
-    return create_run_dir(out)
+    return out
+
+
+def forget_dir(out: str | Path) -> Path:
+    """OUT created 0700 with its manifest written first, so that a run that fails anywhere
+    after this leaves an OUT the same command resumes; an earlier forget's OUT is kept."""
+    out = create_run_dir(check_out(out))
+    manifest = RunPaths(out).manifest
+    if not manifest.is_file():
+        atomic_write_json(manifest, {"stages": {}})
+    return out
 
 
 def forget(
@@ -131,7 +112,11 @@ def forget(
     if cfg.unlearning.track_privacy:
         raise DfsuError("unlearning.track_privacy: needs the true records, which an owner lacks")
     model = check_model_dir(model)
+    check_out(out)
     check_force(force or [], forget_stage_names())
+    # every input read and the checkpoint loaded once before OUT is touched: a bad input
+    # costs seconds and leaves nothing behind
+    check_checkpoint(cfg, model, check_owner_files(cfg))
     chosen = FORGET_METHODS[method]
     if chosen.source is not None:
         synthesis = replace(cfg.synthesis, source=chosen.source)

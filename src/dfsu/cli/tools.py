@@ -123,6 +123,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from dfsu.ui import rich_safe
 
     attacks = _audit_attacks(args)
+    _check_audit_inputs(args)
     outputs = [writable_output(args.html)]  # before any work
     if args.json:
         outputs.append(writable_output(args.json))
@@ -163,15 +164,41 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_audit_inputs(args: argparse.Namespace) -> None:
+    """What the audit reads besides the model, checked before any model loads: the device,
+    the labels to count, the adapter's directory and ``--run``."""
+    from dfsu.components.models import pick_device
+    from dfsu.pii.detectors import STRUCTURED
+    from dfsu.rundir import RunPaths
+
+    pick_device(args.device)
+    if args.pii_types:
+        known = set(STRUCTURED)
+        if odd := sorted({t.strip().upper() for t in args.pii_types.split(",")} - known):
+            raise DfsuError(
+                f"--pii-types: {', '.join(odd)}: not a label the detectors find "
+                f"(known: {', '.join(sorted(known))})"
+            )
+    if args.adapter and not (Path(args.adapter) / "adapter_config.json").is_file():
+        raise DfsuError(f"{args.adapter}: not a PEFT adapter directory (no adapter_config.json)")
+    if args.run is not None and not args.leak:
+        raise DfsuError("--run: only read by --leak (the estimate's swap pool and tagger)")
+    if args.run is not None and not RunPaths(args.run).config.is_file():
+        raise DfsuError(f"--run {args.run}: not a run directory (no config.yaml)")
+
+
 def _audit_attacks(args: argparse.Namespace) -> list[str]:
     """``--attacks``, checked before any work: the weight attacks an owner can run (no
     shapes needed), and only with --leak."""
+    from dfsu.components.text import load_documents
     from dfsu.evaluation.attacks import owner_attacks, parse_attack
 
     if args.public and not args.attacks:
         raise DfsuError("--public: only read by --attacks (the text relearning trains on)")
     if not args.attacks:
         return []
+    for path in args.public or []:  # read now: a bad file costs no model load
+        load_documents(path)
     if not args.leak:
         raise DfsuError("--attacks: needs --leak (an attack is read with the leak estimate)")
     names = [a.strip() for a in args.attacks.split(",") if a.strip()]

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from dfsu.components.inputs import read_text
 from dfsu.errors import DfsuError
 from dfsu.lexicon import FUNCTION, TOPICS
 from dfsu.rundir import iter_jsonl
@@ -271,7 +272,7 @@ def load_documents(path: str | Path, limit: int | None = None) -> list[str]:
             raise DfsuError(f"{path}: parquet file has no 'text' column")
         docs = [t for t in table.column("text").to_pylist() if isinstance(t, str) and t.strip()]
     else:
-        docs = _split_plain_text(path.read_text(encoding="utf-8"))
+        docs = _split_plain_text(read_text(path, "text file"))
     if not docs:
         raise DfsuError(f"{path}: holds no text")
     return docs[:limit] if limit else docs

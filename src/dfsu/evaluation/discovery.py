@@ -22,6 +22,7 @@ from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any
 
+from dfsu.components.inputs import text_lines
 from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import Prompt, evaluation_sampling, sample_continuations
 from dfsu.pii.records import Span
@@ -69,9 +70,7 @@ def read_prompts(path: str | Path) -> list[str]:
     """Prompts from a text file (one per line, '#' comments) or JSONL rows with 'prompt';
     at most MAX_PROMPTS of at most MAX_PROMPT_CHARS characters each."""
     path = Path(path)
-    if not path.is_file():
-        raise DfsuError(f"{path}: no such prompts file")
-    prompts = []
+    prompts: list[str] = []
 
     def add(prompt: str, number: int) -> None:
         if len(prompt) > MAX_PROMPT_CHARS:
@@ -81,18 +80,15 @@ def read_prompts(path: str | Path) -> list[str]:
         prompts.append(prompt)
 
     if path.suffix == ".jsonl":
+        if not path.is_file():
+            raise DfsuError(f"{path}: no such prompts file")
         for number, row in iter_jsonl(path):
             if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
                 raise DfsuError(f"{path}: line {number}: needs a string 'prompt'")
             add(row["prompt"], number)
     else:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise DfsuError(f"{path}: not UTF-8 text") from None
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip() and not line.lstrip().startswith("#"):
-                add(line.rstrip(), number)
+        for number, line in text_lines(path, "prompts file", "prompt", MAX_PROMPT_CHARS):
+            add(line, number)
     if not prompts:
         raise DfsuError(f"{path}: holds no prompt")
     return prompts

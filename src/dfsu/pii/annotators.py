@@ -124,14 +124,14 @@ def load_offline(name: str, tc: Any, run: Path, labels: list[str] | None) -> Off
 
 def read_keep_file(path: str | Path, setting: str = "synthesis.keep") -> list[str]:
     """Public values to keep (one per line; blank lines and # comments skipped)."""
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        from dfsu.errors import DfsuError
+    from dfsu.components.inputs import text_lines
+    from dfsu.errors import DfsuError
 
-        raise DfsuError(f"{setting}: {path}: not readable ({exc.__class__.__name__})") from None
-    return [x.strip() for x in lines if x.strip() and not x.strip().startswith("#")]
+    try:
+        lines = text_lines(path, "file of values to keep", "value to keep")
+    except DfsuError as exc:
+        raise DfsuError(f"{setting}: {exc}") from None
+    return [line.strip() for _, line in lines]
 
 
 def drop_kept(text: str, spans: list[dict], keep: list[str]) -> tuple[list[dict], int]:

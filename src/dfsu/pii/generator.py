@@ -358,17 +358,14 @@ def generation_templates(path: str) -> dict[str, str]:
 def load_templates(path: str | None, pii_types: list[str] | None) -> dict[str, str]:
     """Record shapes: a user's file (one shape per line, {LABEL} slots) or the built-in ones."""
     if path:
+        from dfsu.components.inputs import text_lines
+
         p = Path(path)
-        if not p.is_file():
-            raise DfsuError(f"{p}: no such template file")
-        lines = [x.strip() for x in p.read_text(encoding="utf-8").splitlines()]
         templates = {}
-        for number, line in enumerate(lines, start=1):
-            if not line or line.startswith("#"):
-                continue
+        for number, line in text_lines(p, "template file", "record shape"):
             if not PLACEHOLDER.search(line):
                 raise DfsuError(f"{p}: line {number}: no {{LABEL}} slot in the shape")
-            templates[f"line{number}"] = line
+            templates[f"line{number}"] = line.strip()
     else:
         templates = dict(TEMPLATES)
     if pii_types:
