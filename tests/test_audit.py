@@ -154,9 +154,16 @@ def test_audit_leak_estimates_both_models_and_masks_their_values(unlearned_run, 
     args += [str(run / "unlearned/pscu-oracle/adapter"), "--prompts", str(prompts), "--leak"]
     args += ["--run", str(run), "--html", str(tmp_path / "a.html")]
     assert main([*args, "--json", str(tmp_path / "a.json")]) == 0
-    assert "leak estimate" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "leak estimate" in out and "removed, or hidden at the output?" in out
     masked = json.loads((tmp_path / "a.json").read_text())["leak"]
     assert set(masked["estimates"]) == {"original", "unlearned"}
+    # the depth measures over the first model's found values, read on both models
+    assert set(masked["depth"]) == {"original", "unlearned"}
+    found = masked["estimates"]["original"]["consistent"]
+    for depth in masked["depth"].values():
+        assert (depth["lens"]["tokens"] > 0) == (found > 0), depth
+    assert (masked.get("depth_view") is not None) == (found > 0)
     for estimate in masked["estimates"].values():
         assert 0 <= estimate["consistent"] <= estimate["emitted"] and estimate["prompts"] > 0
         assert estimate["values_shown"] == "masked"

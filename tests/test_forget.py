@@ -122,11 +122,20 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     if texts:  # the micro tagger may leave no PII-free recitation in this half
         assert recitation["before"]["report"]["exact"] == 100.0  # the original recites its own
     assert ("still recites" in recitation["words"]) == bool(texts), recitation["words"]
+    # The owner's depth measures over the values the model as given gave back, in their
+    # contexts: it holds them (membership sets them apart from swapped values of their label)
+    depth = summary["depth"]
+    assert depth["tokens"] > 0 and depth["pairs"] > 0, depth
+    assert depth["membership_auc"]["before"] >= 80 and depth["lens_middle"]["before"] > 0, depth
+    assert depth["words"].startswith("depth: the logit lens ranks"), depth["words"]
+    assert depth["before"]["seconds"] < 30 and depth["after"]["seconds"] < 30
     # The owner's attacks, read with the leak estimate, in numbers and in words.
     assert set(summary["attacks"]) == {"quant:4", "relearn:20"}
     for label, attack in summary["attacks"].items():
         assert attack["consistent"] >= 0 and label in attack["words"]
         assert ("held" in attack["words"]) == attack["survived"]
+        if attack["survived"]:  # never a plain "held" while the values are still inside
+            assert ("at the output only" in attack["words"]) == depth["held_inside"]
         assert attack["returned_pct"] >= 0 and f"{attack['returned_pct']:.0f} %" in attack["words"]
         # The probe: the original's values (the same report draw as "before", read again),
         # replayed at their own prefixes on the unlearned model and on the attacked one.
@@ -348,3 +357,44 @@ def test_the_probe_in_words_says_what_came_back_and_nothing_without_a_probe():
         "garbled there (text the model as given finds less likely than random "
         "tokens) 0.4 % -> 42.2 %"
     ), soup
+
+
+def test_the_report_documents_perplexity_is_read_against_the_bound_in_words():
+    # catches: a bound reported "within" from the check documents while the held-out report
+    # documents rose past it (a Llama target: +11.4 % under a +10 % bound)
+    from dfsu.forget_report import perplexity_view
+
+    past = perplexity_view(100, 435.4, 485.0, 0.10, 50)
+    assert not past["within_bound"] and past["ratio"] == pytest.approx(1.1139, abs=1e-4)
+    assert "+11.4 %: PAST the +10% bound" in past["words"], past["words"]
+    assert "50 check documents" in past["words"]
+    within = perplexity_view(10, 12.591, 13.548, 0.10, 10)
+    assert within["within_bound"] and "+7.6 %, within the +10% bound" in within["words"]
+    assert perplexity_view(10, 10.0, 11.0, 0.10, 10)["within_bound"]  # the edge is within
+
+
+def test_the_depth_words_say_hidden_when_the_lens_or_membership_still_find_the_values():
+    # catches: a verdict that reads the output only (a constant "removed"), or one that
+    # ignores either measure
+    from dfsu.evaluation.attacks import attack_verdicts
+    from dfsu.forget_report import depth_view
+
+    def measured(middle, auc):
+        lens = {"top": 10, "tokens": 40, "middle": middle, "layers": [middle, 1.0]}
+        return {"lens": lens, "membership": {"AUC": auc, "pairs": 20}}
+
+    original = measured(90.0, 100.0)
+    hidden = depth_view(original, measured(85.0, 99.8))
+    assert hidden["held_inside"] and "still inside the model" in hidden["words"]
+    assert "ranks 85 % of the found values' tokens in the top 10" in hidden["words"]
+    assert "AUC 100 (before 100; 50 = no trace)" in hidden["words"]
+    assert depth_view(original, measured(10.0, 99.0))["held_inside"]  # membership alone
+    assert depth_view(original, measured(60.0, 52.0))["held_inside"]  # the lens alone
+    removed = depth_view(original, measured(6.0, 51.0))
+    assert not removed["held_inside"] and "no longer holds" in removed["words"]
+    assert depth_view(measured(0.0, 100.0) | {"lens": {"tokens": 0}}, original) is None
+    attacked = {"relearn:60": {"consistent": 1}}
+    plain = attack_verdicts(20, 1, attacked)["relearn:60"]
+    assert "the forgetting held" in plain["words"] and "output only" not in plain["words"]
+    caveat = attack_verdicts(20, 1, attacked, hidden["words"])["relearn:60"]
+    assert caveat["survived"] and "held at the output only" in caveat["words"]

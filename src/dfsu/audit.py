@@ -138,8 +138,10 @@ def audit_leak(
     run's public text (``--run``), else on ``public.files`` or the built-in public text."""
     from dfsu.components.models import pick_device
     from dfsu.config import load_config
+    from dfsu.evaluation.depth import owner_depth, value_contexts
     from dfsu.evaluation.leak import build_meter
     from dfsu.evaluation.probe import value_prompts
+    from dfsu.forget_report import depth_view
     from dfsu.pii.annotators import load_offline
 
     dev = pick_device(device)
@@ -161,7 +163,7 @@ def audit_leak(
         pool = build_swap_pool([], 64, cfg.seed, cfg.data.locales, template_labels())
         tagger = dataclasses.replace(cfg.tagger, path=str(cached_default_tagger()))
         annotate = load_offline(cfg.leak.annotator, tagger, Path("."), None)
-    estimates, names, probe = {}, {}, None
+    estimates, names, depth, probe, contexts = {}, {}, {}, None, []
     for name, label, model, tokenizer in audited_models(
         model_path, adapter, unlearned, trust_remote_code, dev
     ):
@@ -170,15 +172,27 @@ def audit_leak(
         estimates[name] = draw.estimate
         if probe is None:  # the first model's values, replayed on the last after attacks
             probe = value_prompts(draw, cfg.leak.min_count)
+            contexts = value_contexts(draw, cfg.leak.min_count)
+        batch = cfg.evaluation.batch_size
+        depth[name] = owner_depth(model, tokenizer, contexts, pool, cfg.seed, batch, dev)
         names[name] = label
-    result = {"models": names, "estimates": estimates, "settings": dataclasses.asdict(cfg.leak)}
+    result = {
+        "models": names,
+        "estimates": estimates,
+        "depth": depth,
+        "settings": dataclasses.asdict(cfg.leak),
+    }
+    if len(depth) == 2:
+        result["depth_view"] = depth_view(*depth.values())
     if attacks:
         attacked = (model, tokenizer)
         result["attacks"] = _attacked(cfg, attacks, attacked, run, meter, dev, probe)
         first, last = (estimates[n]["consistent"] for n in (next(iter(names)), name))
         from dfsu.evaluation.attacks import attack_verdicts
 
-        result["attacks"] = attack_verdicts(first, last, result["attacks"])
+        view = result.get("depth_view")
+        inside = view["words"] if view and view["held_inside"] else None
+        result["attacks"] = attack_verdicts(first, last, result["attacks"], inside)
     return result
 
 

@@ -178,6 +178,7 @@ def measure(
     finds garbled (``evaluation.garbled``), on the draw and on the probe's replayed prefixes
     (where the model as given leaked), of one model -> ``path``."""
     from dfsu.components.models import load_causal_lm, pick_device
+    from dfsu.evaluation.depth import owner_depth
     from dfsu.evaluation.garbled import garbled
     from dfsu.evaluation.leak import leak_meter, shown
     from dfsu.evaluation.probe import replayed
@@ -197,6 +198,15 @@ def measure(
         "leak_estimate": shown(draw.estimate, show_pii),
         "probe": probed,
         "search_seconds": round(meter.seconds, 1),
+        "depth": owner_depth(
+            model,
+            tokenizer,
+            probes["contexts"],
+            owner.swap_pool(),
+            cfg.seed,
+            cfg.evaluation.batch_size,
+            device,
+        ),
         "recitation": _recitation(cfg, owner, model, tokenizer, device, probes),
         "ppl": perplexity(model, tokenizer, texts, device=device),
         "report_documents": len(texts),
@@ -254,13 +264,20 @@ def measure_attacks(
 
 
 def _probe(meter: Any, owner: Owner, device: Any, probes: dict, draw: Any = None) -> list:
-    """The values the model as given gave back on the report draw, with their prefixes: from
-    ``draw`` (its own, just made) or ``probes`` (this process's earlier measurement), else
-    drawn now. Never written: OUT holds no leaked value in the clear."""
-    from dfsu.evaluation.probe import probe_of
+    """The values the model as given gave back on the report draw, with their prefixes (and,
+    in ``probes["contexts"]``, the text each came back after): from ``draw`` (its own, just
+    made) or ``probes`` (this process's earlier measurement), else drawn now. Never written:
+    OUT holds no leaked value in the clear."""
+    from dfsu.components.models import load_causal_lm
+    from dfsu.evaluation.depth import value_contexts
+    from dfsu.evaluation.probe import value_prompts
 
     if "probe" not in probes:
-        probes["probe"] = probe_of(meter, owner.model, None, device, draw)
+        if draw is None:
+            model, tokenizer = load_causal_lm(owner.model)
+            draw = meter(model.to(device).eval(), tokenizer, device)
+        probes["probe"] = value_prompts(draw, meter.cfg.leak.min_count)
+        probes["contexts"] = value_contexts(draw, meter.cfg.leak.min_count)
     return probes["probe"]
 
 

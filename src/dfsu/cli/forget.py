@@ -113,12 +113,13 @@ def cmd_forget(args: argparse.Namespace) -> int:
     print(terminal_safe(leak["words"]), file=sys.stderr)
     if leak.get("probe_words"):
         print(terminal_safe(leak["probe_words"]), file=sys.stderr)
+    if summary.get("depth"):
+        print(summary["depth"]["words"], file=sys.stderr)
     if summary.get("recitation"):
         print(summary["recitation"]["words"], file=sys.stderr)
     print(
-        f"perplexity on {ppl['documents']} held-out public documents {ppl['before']:.3f} -> "
-        f"{ppl['after']:.3f}; bound {within} (+{cfg.unlearning.max_ppl_increase:.0%} on "
-        f"{bound['check_documents']} check documents); {summary['steps']} steps",
+        f"{ppl['words']}; on the {bound['check_documents']} check documents the kept round is "
+        f"{within} the bound; {summary['steps']} steps",
         file=sys.stderr,
     )
     if bound.get("recitation"):

@@ -248,6 +248,16 @@ def _audit_leak(args: argparse.Namespace, console: Any, attacks: list[str]) -> d
     for name in names:
         values = ", ".join(v["value"] for v in estimates[name]["values"][:8])
         console.print(f"{name}: {rich_safe(values) or 'no consistent value'}")
+    depth = Table("found values", *names, title="removed, or hidden at the output?")
+    for row, read in (
+        ("lens: % in the top 10, middle layer", lambda d: d["lens"]["middle"]),
+        ("membership AUC (50 = no trace)", lambda d: d["membership"]["AUC"]),
+    ):
+        cells = [read(leak["depth"][n]) for n in names]
+        depth.add_row(row, *("-" if x is None else f"{x:.0f}" for x in cells))
+    console.print(depth)
+    if leak.get("depth_view"):
+        console.print(leak["depth_view"]["words"])
     for attack in leak.get("attacks", {}).values():
         console.print(f"under attack: {attack['words']}")
     return dict(leak, estimates=estimates)
