@@ -53,7 +53,26 @@ COLUMNS = [
     # rest (benchmarks/search_reach.py): where the leak the owner cannot see lives
     ("E-Hit found", lambda r: (r.get("search_reach") or {}).get("found_E_Hit"), None, 1),
     ("E-Hit unfound", lambda r: (r.get("search_reach") or {}).get("unfound_E_Hit"), None, 1),
+    # the owner's depth measures over the values the original gave back (benchmarks/
+    # owner_depth.py) and the evaluator's on the true records (evaluation.attacks lens, mia)
+    ("owner lens", lambda r: _depth(r, "lens", "middle"), None, 1),
+    ("lens", lambda r: _attack(r, "lens", "middle"), None, 1),
+    ("owner AUC", lambda r: _depth(r, "membership", "AUC"), None, 1),
+    ("MIA AUC", lambda r: _attack(r, "mia", "AUC"), None, 1),
 ]
+
+
+def _depth(row: dict, measure: str, key: str) -> float | None:
+    return ((row.get("owner_depth") or {}).get(measure) or {}).get(key)
+
+
+def _attack(row: dict, name: str, key: str) -> float | None:
+    """An attack's figure, beside the owner's only (the attack table shows it elsewhere)."""
+    if "owner_depth" not in row:
+        return None
+    attacks = row.get("attacks") or {}
+    got = attacks.get(name) or (attacks.get("lens:10") if name == "lens" else None) or {}
+    return got.get(key)
 
 
 def _probe(row: dict) -> dict:
@@ -66,6 +85,8 @@ AGREEMENT = [
     ("recited vs retain_EM", COLUMNS[5][1], COLUMNS[1][1]),
     ("probe vs E-Hit", COLUMNS[6][1], COLUMNS[0][1]),
     ("garbled draw vs garbled", COLUMNS[8][1], COLUMNS[7][1]),
+    ("owner lens vs lens (middle layer)", COLUMNS[11][1], COLUMNS[12][1]),
+    ("owner AUC vs MIA AUC", COLUMNS[13][1], COLUMNS[14][1]),
 ]
 
 
