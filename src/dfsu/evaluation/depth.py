@@ -35,6 +35,8 @@ from dfsu.evaluation.sampler import Prompt
 from dfsu.evaluation.utility import _piece_batch, suffix_nll
 from dfsu.pii.records import Span
 
+DEPTH_TOP = 10  # the owner's lens counts a value token ranked in the top this many
+
 
 class ValueContext(NamedTuple):
     """A value the model gave back and the text it gave it back after.
@@ -203,9 +205,6 @@ def owner_membership(
         "paired_pct": round(100 * wins / len(pairs), 2),
         "pairs": len(pairs),
     }
-
-
-DEPTH_TOP = 10  # the owner's lens counts a value token ranked in the top this many
 
 
 def owner_depth(
