@@ -114,6 +114,7 @@ def test_damaged_taggers_are_one_line_errors_and_odd_text_is_tagged(tmp_path, ca
     assert Tagger.load(good).predict(["hi \ud800 from 10.0.0.1", ""])[1] == []
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"text": "Patient Ann Lee"}) + "\n")
+    capsys.readouterr()  # the training's lines (printed unless an earlier test set --quiet)
     for name, damage in (
         ("json", lambda d: (d / "tagger.json").write_text("{bad")),
         ("list", lambda d: (d / "tagger.json").write_text("[1]")),
