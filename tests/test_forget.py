@@ -396,5 +396,5 @@ def test_the_depth_words_say_hidden_when_the_lens_or_membership_still_find_the_v
     attacked = {"relearn:60": {"consistent": 1}}
     plain = attack_verdicts(20, 1, attacked)["relearn:60"]
     assert "the forgetting held" in plain["words"] and "output only" not in plain["words"]
-    caveat = attack_verdicts(20, 1, attacked, hidden["words"])["relearn:60"]
+    caveat = attack_verdicts(20, 1, attacked, hidden["held_inside"])["relearn:60"]
     assert caveat["survived"] and "held at the output only" in caveat["words"]

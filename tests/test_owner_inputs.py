@@ -195,7 +195,7 @@ def test_finite_checks_see_every_weight(trained_micro_run, tmp_path):
 
     cfg = load_config("tiny", MICRO)
     model = _copy(trained_micro_run, tmp_path)
-    check_checkpoint(cfg, model, [])  # the trained model as it is passes
+    check_checkpoint(cfg, model, [], [])  # the trained model as it is passes
 
     def poison(weights):
         mlp = next(n for n in weights if "mlp" in n and n.endswith("weight"))
@@ -203,7 +203,7 @@ def test_finite_checks_see_every_weight(trained_micro_run, tmp_path):
 
     _edit_weights(model, poison)
     with pytest.raises(DfsuError, match="holds NaN or infinite values"):
-        check_checkpoint(cfg, model, [])
+        check_checkpoint(cfg, model, [], [])
 
 
 def test_a_half_precision_checkpoint_is_loaded_and_checked_as_float32(trained_micro_run, tmp_path):
@@ -227,7 +227,7 @@ def test_a_half_precision_checkpoint_is_loaded_and_checked_as_float32(trained_mi
     _edit_json(model / "config.json", lambda c: c.update(dtype="float16"))
     loaded, _ = load_causal_lm(model)
     assert {p.dtype for p in loaded.parameters()} == {torch.float32}
-    check_checkpoint(load_config("tiny", MICRO), model, [])  # finite as float32
+    check_checkpoint(load_config("tiny", MICRO), model, [], [])  # finite as float32
 
 
 # --------------------------------------------------------------------------- audit

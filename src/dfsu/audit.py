@@ -119,6 +119,14 @@ def audited_models(
         yield "unlearned", str(unlearned), model.to(device), tokenizer
 
 
+def leak_run_config(run: str | Path) -> Path:
+    """``--run``'s config.yaml, or the one-line error that it is no run directory."""
+    config = RunPaths(run).config
+    if not config.is_file():
+        raise DfsuError(f"--run {run}: not a run directory (no config.yaml)")
+    return config
+
+
 def audit_leak(
     model_path: str | Path,
     adapter: str | Path | None = None,
@@ -147,10 +155,7 @@ def audit_leak(
     dev = pick_device(device)
     if run is not None:
         run = Path(run)
-        config = RunPaths(run).config
-        if not config.is_file():
-            raise DfsuError(f"--run {run}: not a run directory (no config.yaml)")
-        cfg = load_config(str(config), overrides)
+        cfg = load_config(str(leak_run_config(run)), overrides)
         from dfsu.owner import run_owner
 
         pool = run_owner(run).swap_pool()
@@ -190,8 +195,7 @@ def audit_leak(
         first, last = (estimates[n]["consistent"] for n in (next(iter(names)), name))
         from dfsu.evaluation.attacks import attack_verdicts
 
-        view = result.get("depth_view")
-        inside = view["words"] if view and view["held_inside"] else None
+        inside = bool(result.get("depth_view") and result["depth_view"]["held_inside"])
         result["attacks"] = attack_verdicts(first, last, result["attacks"], inside)
     return result
 

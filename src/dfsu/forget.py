@@ -116,7 +116,7 @@ def forget(
     check_force(force or [], forget_stage_names())
     # every input read and the checkpoint loaded once before OUT is touched: a bad input
     # costs seconds and leaves nothing behind
-    check_checkpoint(cfg, model, check_owner_files(cfg))
+    check_checkpoint(cfg, model, *check_owner_files(cfg))
     chosen = FORGET_METHODS[method]
     if chosen.source is not None:
         synthesis = replace(cfg.synthesis, source=chosen.source)

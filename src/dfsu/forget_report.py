@@ -259,7 +259,7 @@ def forget_summary(
     lb, la = _leak_view(before["leak_estimate"]), _leak_view(after["leak_estimate"])
     words = leak_words(lb, la)
     depth = depth_view(before.get("depth"), after.get("depth"))
-    inside = depth["words"] if depth and depth["held_inside"] else None
+    inside = bool(depth and depth["held_inside"])
     kept_ppl = run.kept_check.get("ppl_all_docs", run.kept_check["ppl"])
     return {
         "model": str(model),

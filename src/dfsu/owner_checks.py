@@ -56,10 +56,12 @@ def check_finite(model: Any, where: str) -> None:
             raise DfsuError(f"{where}: weight {name} holds NaN or infinite values")
 
 
-def check_owner_files(cfg: Any) -> list[str]:
+def check_owner_files(cfg: Any) -> tuple[list[str], list[str]]:
     """Every file the config names that the owner hands in, read now: the public text
     (enough documents for the check and report sets), the prompts, the record shapes and the
-    values to keep. Returns the owner's prompts ([] without ``leak.prompts``)."""
+    values to keep. Returns what the leak estimate prompts with: the owner's prompts ([]
+    without ``leak.prompts``) and the record shapes (``leak.templates`` or the built-in
+    ones)."""
     from dfsu.evaluation.discovery import read_prompts
     from dfsu.owner import public_documents
     from dfsu.pii.annotators import read_keep_file
@@ -68,18 +70,17 @@ def check_owner_files(cfg: Any) -> list[str]:
     if cfg.public.files:
         public_documents(cfg)
     prompts = read_prompts(cfg.leak.prompts) if cfg.leak.prompts else []
-    if cfg.leak.templates:
-        load_templates(cfg.leak.templates, None)
+    shapes = list(load_templates(cfg.leak.templates, None).values())
     if cfg.synthesis.templates:
         load_templates(cfg.synthesis.templates, cfg.synthesis.pii_types)
     if cfg.leak.keep:
         read_keep_file(cfg.leak.keep, "leak.keep")
     if cfg.synthesis.keep:
         read_keep_file(cfg.synthesis.keep)
-    return prompts
+    return prompts, shapes
 
 
-def check_checkpoint(cfg: Any, path: Path, prompts: list[str]) -> None:
+def check_checkpoint(cfg: Any, path: Path, prompts: list[str], shapes: list[str]) -> None:
     """The model in ``path`` loaded once and checked: every weight finite, finite logits on
     a short text, a tokenizer whose ids all have a row in the embeddings and the output
     layer, an end-of-text token (dfsu prompts after it), and a context that holds the longest
@@ -87,7 +88,6 @@ def check_checkpoint(cfg: Any, path: Path, prompts: list[str]) -> None:
     import torch
 
     from dfsu.components.models import load_causal_lm
-    from dfsu.pii.generator import load_templates
 
     model, tokenizer = load_causal_lm(path)
     check_finite(model, f"--model {path}")
@@ -120,8 +120,8 @@ def check_checkpoint(cfg: Any, path: Path, prompts: list[str]) -> None:
                 f"--model {path}: a context of {context} tokens cannot hold {setting} "
                 f"({tokens}) after the end-of-text token"
             )
-    shapes = load_templates(cfg.leak.templates, None).values()
-    longest = max((len(tokenizer(p)["input_ids"]), p) for p in [*prompts, *shapes])
+    texts = [*prompts, *shapes]
+    longest = max(((len(tokenizer(p)["input_ids"]), p) for p in texts), default=(0, ""))
     needed = 1 + longest[0] + cfg.leak.max_new_tokens  # EOS, the prompt, the continuation
     if needed > context:
         where = "--prompts" if longest[1] in prompts else "record shape"

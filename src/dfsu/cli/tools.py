@@ -167,9 +167,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def _check_audit_inputs(args: argparse.Namespace) -> None:
     """What the audit reads besides the model, checked before any model loads: the device,
     the labels to count, the adapter's directory and ``--run``."""
-    from dfsu.components.models import pick_device
+    from dfsu.audit import leak_run_config
+    from dfsu.components.models import adapter_config, pick_device
     from dfsu.pii.detectors import STRUCTURED
-    from dfsu.rundir import RunPaths
 
     pick_device(args.device)
     if args.pii_types:
@@ -179,12 +179,12 @@ def _check_audit_inputs(args: argparse.Namespace) -> None:
                 f"--pii-types: {', '.join(odd)}: not a label the detectors find "
                 f"(known: {', '.join(sorted(known))})"
             )
-    if args.adapter and not (Path(args.adapter) / "adapter_config.json").is_file():
-        raise DfsuError(f"{args.adapter}: not a PEFT adapter directory (no adapter_config.json)")
+    if args.adapter:
+        adapter_config(args.adapter)
     if args.run is not None and not args.leak:
         raise DfsuError("--run: only read by --leak (the estimate's swap pool and tagger)")
-    if args.run is not None and not RunPaths(args.run).config.is_file():
-        raise DfsuError(f"--run {args.run}: not a run directory (no config.yaml)")
+    if args.run is not None:
+        leak_run_config(args.run)
 
 
 def _audit_attacks(args: argparse.Namespace) -> list[str]:

@@ -97,6 +97,14 @@ def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[A
     return track(causal_loss(model)), tokenizer
 
 
+def adapter_config(path: str | Path) -> Path:
+    """``path``'s adapter_config.json, or the one-line error that ``path`` is no adapter."""
+    config_file = Path(path) / "adapter_config.json"
+    if not config_file.is_file():
+        raise DfsuError(f"{path}: not a PEFT adapter directory (no adapter_config.json)")
+    return config_file
+
+
 def load_adapter(model: Any, path: str | Path) -> Any:
     """A PEFT adapter over ``model`` from a local directory, read as safetensors only; an
     adapter that does not fit the model (other shapes, modules it lacks, weights missing
@@ -106,9 +114,7 @@ def load_adapter(model: Any, path: str | Path) -> Any:
     from safetensors import safe_open
 
     path = refuse_symlinked(path)
-    config_file, weights = path / "adapter_config.json", path / "adapter_model.safetensors"
-    if not config_file.is_file():
-        raise DfsuError(f"{path}: not a PEFT adapter directory (no adapter_config.json)")
+    config_file, weights = adapter_config(path), path / "adapter_model.safetensors"
     require_safetensors(path, weights.name)
     for file in (config_file, weights):
         if file.is_symlink():
