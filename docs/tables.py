@@ -1,15 +1,16 @@
 """Write the tables of docs/results.md from the results files under docs/results/.
 
-    python docs/tables.py             # rewrite the tables in docs/results.md
-    python docs/tables.py --check     # exit 1 when docs/results.md is out of date
-    python docs/tables.py --results DIR --doc FILE [--check]
+    python docs/tables.py             # rewrite the tables in docs/results.md and docs/history.md
+    python docs/tables.py --check     # exit 1 when either is out of date
+    python docs/tables.py --results DIR --doc FILE [--doc FILE ...] [--check]
 
 A results file is a copy of a run's RUN/results.json (``{"rows": [...]}``) or of a sweep's
 DIR/sweep.json (``{"points": [...]}``), named for its table: NAME.json is the table NAME, and
 files named NAME-seed0.json, NAME-seed1.json, ... form one table NAME with the mean and sample
 standard deviation across seeds beside each seed's value. A table lives in the document between
-``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``; a table whose markers are missing is
-appended at the end. A table without results files says so. A results file may carry a
+``<!-- table:NAME -->`` and ``<!-- /table:NAME -->`` (in any of the documents; one may hold a
+table another holds too); a table whose markers no document holds is appended at the end of
+the last. A table without results files says so. A results file may carry a
 top-level "provenance" object (command, commit, machine, date, ...): it is printed under its
 table. A region ``<!-- plot:NAME -->`` ... ``<!-- /plot:NAME -->`` gets the Pareto plot of the
 seeded table NAME (E-Hit against retain_EM, each row and seed a point, each row's mean a
@@ -473,8 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--doc",
         type=Path,
-        default=HERE / "results.md",
-        help="document whose tables are rewritten (default: docs/results.md)",
+        action="append",
+        help="a document whose tables are rewritten, repeatable; a table no document holds "
+        "is appended to the last (default: docs/results.md and docs/history.md)",
     )
     parser.add_argument(
         "--check",
@@ -482,28 +484,42 @@ def main(argv: list[str] | None = None) -> int:
         help="change nothing; exit 1 when the document is out of date",
     )
     args = parser.parse_args(argv)
+    docs = args.doc or [HERE / "results.md", HERE / "history.md"]
     try:
         tables = collect(args.results)
-        text = args.doc.read_text()
-        doc = args.doc.resolve()
-        new, svgs = plots(updated(text, tables, doc), tables, doc, args.results.resolve())
+        texts = [doc.read_text() for doc in docs]
+        held = {m["name"] for text in texts for m in REGION.finditer(text)}
+        news, svgs = [], {}
+        for i, (doc, text) in enumerate(zip(docs, texts, strict=True)):
+            # each document its own tables; one no document holds goes to the last
+            own = {m["name"] for m in REGION.finditer(text)}
+            last = i == len(docs) - 1
+            mine = {k: v for k, v in tables.items() if k in own or (last and k not in held)}
+            new, files = plots(
+                updated(text, mine, doc.resolve()), tables, doc.resolve(), args.results.resolve()
+            )
+            news.append(new)
+            svgs |= files
     except (OSError, ResultsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not tables:
         print(f"no results files under {args.results} yet: every table says so")
     stale = [p for p, body in svgs.items() if not p.is_file() or p.read_text() != body]
+    changed = [doc for doc, text, new in zip(docs, texts, news, strict=True) if new != text]
     if args.check:
-        if new != text or stale:
-            print(f"{args.doc} is out of date: run python docs/tables.py", file=sys.stderr)
+        if changed or stale:
+            what = ", ".join(map(str, changed)) or "the plots"
+            print(f"{what} out of date: run python docs/tables.py", file=sys.stderr)
             return 1
-        print(f"{args.doc} is up to date ({len(tables)} table(s) from results files)")
+        print(f"{', '.join(map(str, docs))} up to date ({len(tables)} table(s) from results files)")
         return 0
-    if new != text:
-        args.doc.write_text(new)
+    for doc, text, new in zip(docs, texts, news, strict=True):
+        if new != text:
+            doc.write_text(new)
     for path in stale:
         path.write_text(svgs[path])
-    print(f"{args.doc}: {len(tables)} table(s) from results files written")
+    print(f"{', '.join(map(str, docs))}: {len(tables)} table(s) from results files written")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -87,8 +88,10 @@ MICRO = [
     # a small recitation harvest
     "recitation.first_tokens=4",
     "recitation.branches=4",
-    # no attack suite (tests/test_attacks.py and the memorizing run read it)
+    # no attack suite (tests/test_attacks.py and the memorizing run read it), and no attack
+    # in `dfsu forget` (tests/test_forget.py reads two)
     "evaluation.attacks=[]",
+    "leak.attacks=[]",
 ]
 
 
@@ -207,3 +210,51 @@ def memorizing_run(tmp_path_factory):
     cfg = memorizing_config(write_shapes(root / "shapes.txt"), *MEMORIZING_UNLEARNING)
     results = run_pipeline(cfg, root / "run", MEMORIZING_ROWS)
     return cfg, root / "run", results
+
+
+# A page's layout as headless Chromium lays it out: a script added to a copy of the page
+# writes the document's scroll width, the window's size and the bottom of one element's box
+# into the DOM that Chromium dumps.
+_MEASURE = (
+    "<script>window.addEventListener('load',()=>{const e=document.querySelector(%r);"
+    "document.body.setAttribute('data-measure',JSON.stringify({scroll:"
+    "document.documentElement.scrollWidth,width:window.innerWidth,height:window.innerHeight,"
+    "bottom:e?e.getBoundingClientRect().bottom:null}))});</script>"
+)
+
+
+def chromium_layout(page, tmp, selector, width=1400, height=900) -> dict:
+    """{"scroll", "width", "height", "bottom"} of ``page`` rendered at width x height;
+    skipped without Chromium (.ci/run installs Debian's, so CI always runs it)."""
+    import html
+    import re
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    copy = tmp / f"measured-{page.name}"
+    copy.write_text(page.read_text().replace("</body>", _MEASURE % selector + "</body>"))
+    proc = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp / 'chromium-profile'}",
+            f"--window-size={width},{height}",
+            "--dump-dom",
+            copy.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    found = re.search(r'data-measure="([^"]*)"', proc.stdout)
+    assert found, proc.stderr[-1000:]
+    return json.loads(html.unescape(found[1]))

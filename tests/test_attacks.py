@@ -47,6 +47,18 @@ def test_the_attack_list_is_validated_like_every_config_key():
         load_config("tiny", [*MICRO, "evaluation.attacks=[greedy,prune]"])
     with pytest.raises(DfsuError, match="evaluation.attacks.*twice"):
         load_config("tiny", [*MICRO, "evaluation.attacks=[quant,quant:4]"])
+    # `dfsu forget`'s: weight attacks an owner can run on public text alone
+    assert load_config("tiny").leak.attacks == ["quant:4", "relearn:60"]
+    cfg = load_config("tiny", [*MICRO, "leak.attacks=[relearn-lora:5,quant:8]"])
+    assert cfg.leak.attacks == ["relearn-lora:5", "quant:8"]
+    for bad, why in [
+        ("[mia]", "mia: not a weight attack an owner can run"),
+        ("[relearn-swap:5]", "relearn-swap:5: not a weight attack"),
+        ("[prune]", "not an attack"),
+        ("[quant,quant:4]", "twice"),
+    ]:
+        with pytest.raises(DfsuError, match=f"leak.attacks.*{why}"):
+            load_config("tiny", [*MICRO, f"leak.attacks={bad}"])
 
 
 def test_one_beam_is_greedy_and_more_beams_are_distinct_continuations(trained_micro_run):
@@ -281,10 +293,12 @@ def test_the_owners_verdict_gives_the_share_of_what_unlearning_removed_that_came
         "back, the forgetting held"
     )
     assert not got["q"]["survived"] and got["q"]["words"].endswith("was partly undone")
-    # A relearning verdict says what its counts cannot see (measured: docs/results.md).
+    # A relearning verdict says what its counts cannot see, with the figure measured (an
+    # installed package names no repository file).
     assert got["relearn:60"]["survived"]
     assert "held (these counts see what the search reaches" in got["relearn:60"]["words"]
-    assert "docs/results.md" not in got["quant:4"]["words"]
+    assert "13 % of the true leak where they said 7 %" in got["relearn:60"]["words"]
+    assert "docs/" not in got["relearn:60"]["words"] + got["quant:4"]["words"]
     assert got["r"]["words"].endswith(
         "72 % of what unlearning removed came back, the forgetting did not survive it"
     )

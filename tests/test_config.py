@@ -178,7 +178,7 @@ def test_an_old_flat_key_sets_its_new_place(old, tmp_path):
 
 
 def test_an_old_key_overrides_a_files_new_key():
-    """The recorded commands of docs/results.md give old keys over tiny's grouped ones."""
+    """The recorded commands of docs/history.md give old keys over tiny's grouped ones."""
     cfg = load_config("tiny", ["unlearning.distill_gamma=10", "unlearning.distill_lr=2e-4"])
     assert (cfg.unlearning.distill.gamma, cfg.unlearning.distill.lr) == (10.0, 2e-4)
     assert cfg.unlearning.distill.unlikelihood == 1.0  # tiny's, untouched

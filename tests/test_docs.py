@@ -38,6 +38,13 @@ def test_readme_is_at_most_250_lines():
     assert len(README.read_text().splitlines()) <= 250
 
 
+def test_the_results_page_is_one_page_and_the_owners_readme_section_short():
+    assert len((DOCS / "results.md").read_text().splitlines()) <= 400
+    text = README.read_text()
+    owner = text[text.index("## For a model owner") : text.index("\n## ", text.index("## For a"))]
+    assert len(owner.splitlines()) <= 40
+
+
 def test_readme_shows_the_commands_ci_runs():
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     test_command = next(line for line in ci if "python -m pytest" in line)

@@ -72,7 +72,7 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     model = tmp_path / "owner" / "model"
     copy_model(run / "target", model)  # the model alone, no run directory around it
     out = tmp_path / "forgotten"
-    attacks = "evaluation.attacks=[quant:4,relearn:20,mia]"  # mia: the simulation's only
+    attacks = "leak.attacks=[quant:4,relearn:20]"
     assert _memorizing_forget(memorizing_run, model, out, attacks) == 0
     assert {p.name for p in out.iterdir()} >= {
         "adapter",
@@ -166,10 +166,19 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     # The same command again resumes: every stage is up to date, the outputs unchanged.
     merged = (out / "merged" / "model.safetensors").read_bytes()
     adapter = (out / "adapter" / "adapter_model.safetensors").read_bytes()
-    capsys.readouterr()
+    # The terminal: the verdict on one screen (the per-label counts are in the report).
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) <= 25 and said[0].startswith("The model gives back"), said
+    assert any(line.split()[:2] == ["after", "relearn:20"] for line in said), said
+    # The report: the verdict first, the model's words where it leaked, before and after.
+    assert page.index("class=verdict") < page.index("<svg") and "Where it leaked" in page
+    examples = summary["examples"]  # at the probe's prefixes; masked (the secrets check above)
+    assert 1 <= len(examples) <= 4 and all(
+        set(e) == {"prefix", "before", "after"} for e in examples
+    )
     assert _memorizing_forget(memorizing_run, model, out, attacks, quiet=False) == 0
     err = capsys.readouterr().err
-    assert "unlearn:dfsu-loop: up to date" in err and "under attack: relearn:20" in err
+    assert "unlearn:dfsu-loop: up to date" in err and "after relearn:20" in err
     assert (out / "merged" / "model.safetensors").read_bytes() == merged
     assert (out / "adapter" / "adapter_model.safetensors").read_bytes() == adapter
 

@@ -75,7 +75,7 @@ def test_the_upstream_lists_without_a_tagger_and_with_the_owners_attacks():
     from dfsu import __version__
     from dfsu.pii.tagger import FORMAT
 
-    cfg = load_config("tiny", [*MICRO, "evaluation.attacks=[greedy,relearn:3,quant:4]"])
+    cfg = load_config("tiny", [*MICRO, "leak.attacks=[relearn:3,quant:4]"])
     no_tagger = {k: v for k, v in KEYS.items() if k != "tagger"}
     assert upstream_of(cfg, ANNOTATE, "self", no_tagger) == ["K-synthesize:self", "", None]
     assert upstream_of(cfg, UNLEARN, "x", no_tagger, LOOP)[-1] == ""

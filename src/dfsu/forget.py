@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -102,7 +103,7 @@ def forget(
 ) -> dict[str, Any]:
     """The owner's run: seal the public side, tagger, the method's stages, the measurements
     before and after, then OUT/merged, OUT/adapter, OUT/summary.json and OUT/report.html."""
-    from dfsu.evaluation.attacks import owner_attacks
+    from dfsu.config.attacks import parse_attack
     from dfsu.owner_stages import check_force, pseudo_stages, tagger_stage, unlearn_stage
     from dfsu.stage_runner import Stages
     from dfsu.stage_table import EVALUATE, EVALUATE_ATTACKS, SEAL_PUBLIC
@@ -146,7 +147,7 @@ def forget(
             lambda c, d=directory, p=path: measure(c, owner, d, p, show_pii, probes),
         )
         measured[label] = json.loads(path.read_text())
-    attacked = owner_attacks(cfg.evaluation.attacks)
+    attacked = [parse_attack(a).label for a in cfg.leak.attacks]
     if attacked:  # the unlearned model under the attacks an owner can run
         path = paths.eval_attacks(name)
         stage(
@@ -193,6 +194,7 @@ def measure(
     as_given = Path(model_dir).resolve() == Path(owner.model).resolve()
     probe = _probe(meter, owner, device, probes, draw if as_given else None)
     probed, prefixes, generations = replayed(meter, model, tokenizer, device, probe)
+    words = None if show_pii else _public_words(owner, probes)
     result = {
         "model": str(model_dir),
         "leak_estimate": shown(draw.estimate, show_pii),
@@ -207,7 +209,8 @@ def measure(
             cfg.evaluation.batch_size,
             device,
         ),
-        "recitation": _recitation(cfg, owner, model, tokenizer, device, probes),
+        "examples": _examples(meter, probe, generations, None if show_pii else words),
+        "recitation": _recitation(cfg, owner, model, tokenizer, device, probes, words),
         "ppl": perplexity(model, tokenizer, texts, device=device),
         "report_documents": len(texts),
     }
@@ -224,18 +227,77 @@ def measure(
 
 
 def _recitation(
-    cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any, probes: dict
+    cfg: Any,
+    owner: Owner,
+    model: Any,
+    tokenizer: Any,
+    device: Any,
+    probes: dict,
+    words: set[str] | None,
 ) -> Any:
     """Retention of what the owner's model (as given) recites word for word, harvested from
-    it once per process (kept in ``probes``) and never written: the texts may hold a value
-    the annotator missed."""
+    it once per process (kept in ``probes``): the texts it no longer recites are written
+    with every word the public text lacks masked (``words``; None: as they are), since the
+    annotator that found no PII in them may have missed a value."""
     from dfsu.evaluation.recitation import recitations, retention
 
     if not cfg.recitation.enabled:
         return None
     if "recited" not in probes:
         probes["recited"] = recitations(cfg, owner.model, owner.root, None, device)
-    return retention(model, tokenizer, probes["recited"], device)
+    kept = retention(model, tokenizer, probes["recited"], device, missed=True)
+    for half in kept.values():
+        half["missed"] = [unknown_masked(t, words) for t in half["missed"]]
+    return kept
+
+
+EXAMPLES = 4  # probe prefixes shown in the report, before and after
+# a word, with the punctuation inside values (10.0.0.1, a@b.io, +1-555-0100, 12:30) kept in it
+WORD = re.compile(r"\w(?:[\w.@:+/-]*\w)?")
+
+
+def _public_words(owner: Owner, probes: dict) -> set[str]:
+    """Every word of the owner's public text, lower case (once per process)."""
+    if "public_words" not in probes:
+        texts = owner.public_texts() + owner.report_texts()
+        probes["public_words"] = {w.lower() for t in texts for w in WORD.findall(t)}
+    return probes["public_words"]
+
+
+def unknown_masked(text: str, words: set[str] | None) -> str:
+    """``text`` with every word not in ``words`` masked (``pii.redact.mask_value``); None
+    masks nothing (pure). A value the annotator missed is a word no public text holds."""
+    from dfsu.pii.redact import mask_value
+
+    if words is None:
+        return text
+    return WORD.sub(lambda m: m[0] if m[0].lower() in words else mask_value(m[0]), text)
+
+
+def _examples(
+    meter: Any, probe: list, generations: list[list[str]], words: set[str] | None
+) -> list[dict[str, str]]:
+    """The first sample at the first EXAMPLES probe prefixes (the same prefixes on every
+    model: the report sets before beside after); unless ``words`` is None (``--show-pii``),
+    every value the annotator or the probe finds in them is masked, and every word the
+    owner's public text lacks (``words``)."""
+    rows = []
+    for (prefix, values), got in list(zip(probe, generations, strict=True))[:EXAMPLES]:
+        sample = got[0] if got else ""
+        if words is not None:
+            prefix, sample = (_masked(meter, t, values, words) for t in (prefix, sample))
+        rows.append({"prefix": prefix, "sample": sample})
+    return rows
+
+
+def _masked(meter: Any, text: str, values: Any, words: set[str]) -> str:
+    """``text`` with the annotator's spans, the probe's ``values`` and the words no public
+    text holds masked."""
+    from dfsu.pii.redact import mask_value, redact_text
+
+    for span in sorted(meter.annotate([text])[0], key=lambda s: s.start, reverse=True):
+        text = text[: span.start] + mask_value(text[span.start : span.end]) + text[span.end :]
+    return unknown_masked(redact_text(text, values), words)
 
 
 def measure_attacks(

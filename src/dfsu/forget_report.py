@@ -60,8 +60,8 @@ def leak_words(before: dict[str, Any], after: dict[str, Any]) -> str:
     """The leak estimate before and after in words, with what was searched (pure). Counts, no
     percentage: the search that reports is apart from the one unlearning selected on, but it
     reaches the same kind of contexts, so what neither reaches is in neither count (on records
-    of shapes dfsu never saw the count fell 89.7 % where the true leak fell 70.7 %:
-    docs/results.md). No figure at all when no source found a leaked value before unlearning."""
+    of shapes dfsu never saw the count fell 89.7 % where the true leak fell 70.7 %). No figure
+    at all when no source found a leaked value before unlearning."""
     searched = "; ".join(_searched(name, got) for name, got in before["sources"].items())
     b, a = before["consistent"], after["consistent"]
     if b == 0:
@@ -84,8 +84,8 @@ def leak_words(before: dict[str, Any], after: dict[str, Any]) -> str:
     words += (
         "; it counts only what this kind of search reaches, and a value the model gives back "
         "only in contexts no search found is in neither count, so no percentage is given "
-        "(on a simulated model with record shapes dfsu never saw, this count fell further "
-        "than the true leak: docs/results.md)"
+        "(on a simulated model with record shapes dfsu never saw, this count fell 89.7 % "
+        "where the true leak fell 70.7 %)"
     )
     return f"{words}; searched: {searched}{_collapse_words(before, after)}"
 
@@ -93,7 +93,7 @@ def leak_words(before: dict[str, Any], after: dict[str, Any]) -> str:
 # At least this percent of the report draw's samples garbled after unlearning (and more than
 # before): the words say that part of the fall may be a model that writes nonsense. The collapse
 # guard's default; a retrain that never saw the records read 2-11 % of its report draw garbled
-# (docs/results.md, "Forgetting or nonsense").
+# (docs/history.md, "Forgetting or nonsense").
 COLLAPSE_SHOWN = 20.0
 
 
@@ -241,6 +241,165 @@ def perplexity_view(
     }
 
 
+GOOD, MIXED, BAD = "good", "mixed", "bad"  # a verdict row's grade (its colour)
+
+
+def _fall_grade(before: float, after: float) -> str:
+    """good: at most a tenth of ``before`` left; bad: more than half (pure)."""
+    if after <= 0.1 * before:
+        return GOOD
+    return BAD if after > 0.5 * before else MIXED
+
+
+def _row(measure: str, before: str, after: str, reading: str, grade: str) -> dict[str, str]:
+    return {
+        "measure": measure,
+        "before": before,
+        "after": after,
+        "reading": reading,
+        "grade": grade,
+    }
+
+
+def verdict_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
+    """forget's verdict, one row per measure: what it is, before, after, a short reading and a
+    grade (good / mixed / bad), for the terminal and the top of the report (pure)."""
+    from dfsu.evaluation.attacks import LOST_SHARE
+
+    rows = []
+    leak = summary["leak"]
+    b, a = leak["before"]["consistent"], leak["after"]["consistent"]
+    if b:
+        rows.append(
+            _row(
+                "values given back (leak)",
+                str(b),
+                str(a),
+                f"{100 * (a - b) / b:+.0f} %",
+                _fall_grade(b, a),
+            )
+        )
+    else:
+        rows.append(
+            _row("values given back (leak)", "0", str(a), "none found: nothing to judge", MIXED)
+        )
+    probe = leak.get("probe") or {}
+    pb, pa = probe.get("before"), probe.get("after")
+    if pb and pa and pb["values"]:
+        rows.append(
+            _row(
+                "samples giving them back",
+                f"{pb['hit_pct']:.1f} %",
+                f"{pa['hit_pct']:.1f} %",
+                "where it leaked",
+                _fall_grade(pb["hit_pct"], pa["hit_pct"]),
+            )
+        )
+        if pb.get("garbled") is not None and pa.get("garbled") is not None:
+            gb, ga = pb["garbled"], pa["garbled"]
+            grade = BAD if ga >= COLLAPSE_SHOWN and ga > gb else MIXED if ga > gb + 5 else GOOD
+            rows.append(
+                _row(
+                    "garbled samples there",
+                    f"{gb:.1f} %",
+                    f"{ga:.1f} %",
+                    "nonsense there" if grade != GOOD else "fluent",
+                    grade,
+                )
+            )
+    recitation = summary.get("recitation")
+    if recitation and recitation["before"]["report"]["texts"]:
+        rb, ra = recitation["before"]["report"], recitation["after"]["report"]
+        kept = ra["exact"] / rb["exact"] if rb["exact"] else 0.0
+        rows.append(
+            _row(
+                "PII-free texts recited",
+                f"{rb['exact']:.0f} %",
+                f"{ra['exact']:.0f} %",
+                f"of {rb['texts']} texts",
+                GOOD if kept >= 0.8 else BAD if kept < 0.5 else MIXED,
+            )
+        )
+    ppl = summary["perplexity"]
+    rows.append(
+        _row(
+            "perplexity (held-out)",
+            f"{ppl['before']:.3f}",
+            f"{ppl['after']:.3f}",
+            f"{100 * (ppl['ratio'] - 1):+.1f} % (bound "
+            f"+{summary['settings']['unlearning']['max_ppl_increase']:.0%})",
+            GOOD if ppl["within_bound"] else BAD,
+        )
+    )
+    depth = summary.get("depth")
+    if depth:
+        lb, la = depth["lens_middle"]["before"], depth["lens_middle"]["after"]
+        inside = lb > 0 and la >= HELD_LENS * lb
+        rows.append(
+            _row(
+                f"lens top {depth['top']}, middle layer",
+                f"{lb:.0f} %",
+                f"{la:.0f} %",
+                "still inside" if inside else "no longer ranked",
+                BAD if inside else GOOD,
+            )
+        )
+        ab, aa = depth["membership_auc"]["before"], depth["membership_auc"]["after"]
+        if aa is not None:
+            rows.append(
+                _row(
+                    "membership AUC (50: no trace)",
+                    f"{ab:.0f}",
+                    f"{aa:.0f}",
+                    "still inside"
+                    if aa >= HELD_AUC
+                    else "near no trace"
+                    if aa < 60
+                    else "a trace left",
+                    BAD if aa >= HELD_AUC else GOOD if aa < 60 else MIXED,
+                )
+            )
+    for label, attack in (summary.get("attacks") or {}).items():
+        share = attack["returned_pct"]
+        grade = GOOD if attack["survived"] else MIXED if share <= LOST_SHARE else BAD
+        rows.append(
+            _row(
+                f"after {label}",
+                str(a),
+                str(attack["consistent"]),
+                f"{share:.0f} % of the fall undone",
+                grade,
+            )
+        )
+    return rows
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """The verdict in one sentence (pure)."""
+    leak, depth = summary["leak"], summary.get("depth")
+    b, a = leak["before"]["consistent"], leak["after"]["consistent"]
+    if not b:
+        return (
+            "No source found a value the model gives back consistently: nothing to judge; "
+            "give contexts where it leaked (--prompts) or its records' shapes (--shapes)."
+        )
+    words = f"The model gives back {a} of the {b} values it gave back before"
+    if depth and depth["held_inside"]:
+        words += ", but the depth probes still find them inside it: hidden, not removed"
+    elif depth:
+        words += ", and the depth probes no longer find them inside it"
+    ppl = summary["perplexity"]
+    words += f"; perplexity {100 * (ppl['ratio'] - 1):+.1f} %"
+    words += "" if ppl["within_bound"] else " (PAST the bound)"
+    recitation = summary.get("recitation")
+    if recitation and recitation["before"]["report"]["texts"]:
+        words += (
+            f"; it still recites {recitation['after']['report']['exact']:.0f} % of the "
+            "PII-free texts it recited"
+        )
+    return words + "."
+
+
 def forget_summary(
     cfg: RunConfig,
     model: Path,
@@ -307,72 +466,176 @@ def forget_summary(
         "attacks": None
         if attacked is None
         else attack_verdicts(lb["consistent"], la["consistent"], attacked, inside),
+        "examples": _examples(before.get("examples"), after.get("examples")),
+        "recitation_lost": _lost(before.get("recitation"), after.get("recitation")),
         "values_shown": "true values" if show_pii else "masked",
         "outputs": {"merged": "merged", "adapter": "adapter"},
         "settings": {k: config_to_dict(cfg)[k] for k in ("seed", "unlearning", "leak", "public")},
     }
 
 
+def _examples(before: list | None, after: list | None) -> list[dict[str, str]]:
+    """The probe's first prefixes with the model's first sample there, before and after
+    (pure; [] without them)."""
+    if not before or not after:
+        return []
+    return [
+        {"prefix": b["prefix"], "before": b["sample"], "after": a["sample"]}
+        for b, a in zip(before, after, strict=False)
+    ]
+
+
+LOST_SHOWN = 10  # PII-free recitations the report lists that the model stopped reciting
+
+
+def _lost(before: Any, after: Any) -> list[str]:
+    """The report half's PII-free texts the model as given recited and the unlearned model
+    no longer does (pure; [] where not measured)."""
+    if not before or not after or "missed" not in after["report"]:
+        return []
+    missed_before = set(before["report"].get("missed", []))
+    return [t for t in after["report"]["missed"] if t not in missed_before][:LOST_SHOWN]
+
+
 def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
-    """OUT/report.html: one self-contained page (``components.html.page``)."""
+    """OUT/report.html: one self-contained page (``components.html.page``): the verdict first
+    (a sentence and one coloured row per measure), then plots, the model's words where it
+    leaked before and after, the PII-free texts it stopped reciting, what was searched, and
+    every figure in words."""
     import html
 
     from dfsu.components.html import page, table
     from dfsu.rundir import atomic_write_text
 
-    leak, ppl, bound = summary["leak"], summary["perplexity"], summary["bound"]
-    labels = sorted(set(leak["before"]["by_label"]) | set(leak["after"]["by_label"]))
-    by_label = [
-        [html.escape(label)]
-        + [str(leak[when]["by_label"].get(label, 0)) for when in ("before", "after")]
-        for label in labels
+    esc = html.escape
+    leak, bound = summary["leak"], summary["bound"]
+    rows = [
+        [
+            esc(r["measure"]),
+            esc(r["before"]),
+            esc(r["after"]),
+            f'<span class="{r["grade"]}">{esc(r["reading"])}</span>',
+        ]
+        for r in verdict_rows(summary)
     ]
-    values = [
-        [html.escape(v["value"]), html.escape(v["label"]), str(v["samples"])]
-        for v in leak["before"]["values"]
-    ]
+    seconds = f", {summary['seconds']:.0f} s" if summary.get("seconds") else ""
     body = f"""<h1>dfsu forget</h1>
-<p>model: <code>{html.escape(summary["model"])}</code>; method: {html.escape(summary["method"])};
-{summary["steps"]} steps ({html.escape(summary["stop_reason"] or "")}).</p>
-<h2>Leak estimate</h2><p>consistent values {leak["before"]["consistent"]} &rarr;
-{leak["after"]["consistent"]} over {leak["prompts"]} prompts; {html.escape(leak["draw"])}.</p>
-<p>{html.escape(leak["words"])}</p><p>{html.escape(leak.get("probe_words") or "")}</p>
-{table(["label", "before", "after"], by_label)}
-{_depth_html(summary.get("depth"))}
-{_attack_html(summary.get("attacks"))}
-{_recitation_html(summary.get("recitation"))}
-<h2>Utility</h2><p>{html.escape(ppl["words"])}; the bound, checked on
-{bound["check_documents"]} other documents: {bound["start"]:.3f} &rarr; {bound["kept"]:.3f}
-(limit {bound["limit"]:.3f}, {"within" if bound["within"] else "NOT within"}).</p>
-<h2>Values the model emitted before ({html.escape(summary["values_shown"])})</h2>
-{table(["value", "label", "samples"], values)}
+<p class=muted>model <code>{esc(summary["model"])}</code> · method {esc(summary["method"])} ·
+{summary["steps"]} unlearning steps{seconds} · values {esc(summary["values_shown"])}</p>
+<div class=verdict><p>{esc(headline(summary))}</p>
+{table(["measure", "before", "after", "reading"], rows)}</div>
+{_plots_html(summary)}
+{_examples_html(summary.get("examples") or [], summary["values_shown"])}
+{_lost_html(summary)}
+<h2>What was searched</h2><p>{esc(_searched_words(leak))}</p>
+<details><summary>Every figure in words</summary><ul>
+{"".join(f"<li>{esc(w)}</li>" for w in _all_words(summary))}
+<li>the bound, checked on {bound["check_documents"]} other documents: {bound["start"]:.3f}
+&rarr; {bound["kept"]:.3f} (limit {bound["limit"]:.3f},
+{"within" if bound["within"] else "NOT within"})</li></ul></details>
+{_values_html(leak, summary["values_shown"])}
 """
     atomic_write_text(path, page("dfsu forget", body))
 
 
-def _depth_html(depth: dict[str, Any] | None) -> str:
+def _plots_html(summary: dict[str, Any]) -> str:
+    """Per-label bars of the leak before and after; each attack's comeback."""
+    from dfsu.components.html import bars
+    from dfsu.evaluation.attacks import HELD_SHARE, LOST_SHARE
+
+    leak = summary["leak"]
+    labels = sorted(
+        set(leak["before"]["by_label"]) | set(leak["after"]["by_label"]),
+        key=lambda x: -leak["before"]["by_label"].get(x, 0),
+    )
+    groups = [
+        (label, [leak[w]["by_label"].get(label, 0) for w in ("before", "after")])
+        for label in labels
+        if leak["before"]["by_label"].get(label) or leak["after"]["by_label"].get(label)
+    ]
+    out = "<h2>Values given back, by label</h2>" + bars(groups, ["before", "after"])
+    attacks = summary.get("attacks") or {}
+    if attacks:
+        comeback = [(label, [a["returned_pct"]]) for label, a in attacks.items()]
+        out += "<h2>Under attack: share of what unlearning removed that came back</h2>" + bars(
+            comeback,
+            ["came back"],
+            " %",
+            [(HELD_SHARE, f"held ≤ {HELD_SHARE:.0f} %"), (LOST_SHARE, "lost")],
+        )
+    return out
+
+
+def _examples_html(examples: list[dict[str, str]], shown: str) -> str:
     import html
 
-    if not depth:
+    if not examples:
         return ""
-    return f"<h2>Removed or hidden</h2><p>{html.escape(depth['words'])}</p>"
-
-
-def _recitation_html(recitation: dict[str, Any] | None) -> str:
-    import html
-
-    if not recitation:
-        return ""
-    return f"<h2>What the model recites</h2><p>{html.escape(recitation['words'])}</p>"
-
-
-def _attack_html(attacks: dict[str, dict] | None) -> str:
-    import html
-
-    if not attacks:
-        return ""
-    items = "".join(f"<li>{html.escape(a['words'])}</li>" for a in attacks.values())
+    rows = [
+        [
+            f"<code>{html.escape(e['prefix'][-160:])}</code>",
+            html.escape(e["before"]),
+            html.escape(e["after"]),
+        ]
+        for e in examples
+    ]
+    body = "".join(
+        "<tr>" + "".join(f'<td class="wrap">{c}</td>' for c in row) + "</tr>" for row in rows
+    )
     return (
-        "<h2>Under attack</h2><p>The leak estimate of the unlearned model after each attack "
-        f"an owner can run on public text alone:</p><ul>{items}</ul>"
+        f"<h2>Where it leaked: its first sample before and after ({html.escape(shown)})</h2>"
+        f"<table><tr><th>context</th><th>before</th><th>after</th></tr>{body}</table>"
+    )
+
+
+def _lost_html(summary: dict[str, Any]) -> str:
+    import html
+
+    lost, recitation = summary.get("recitation_lost") or [], summary.get("recitation")
+    if not recitation or not recitation["before"]["report"]["texts"]:
+        return ""
+    if not lost:
+        return "<h2>PII-free texts it stopped reciting</h2><p>none</p>"
+    items = "".join(f"<li><code>{html.escape(t)}</code></li>" for t in lost)
+    return (
+        "<h2>PII-free texts it stopped reciting</h2><p class=muted>Texts the model as given "
+        "recited word for word and in which the annotator finds no PII; the unlearned model "
+        f"no longer gives them back (up to {LOST_SHOWN} shown): the cost of unlearning.</p>"
+        f"<ul>{items}</ul>"
+    )
+
+
+def _searched_words(leak: dict[str, Any]) -> str:
+    sources = "; ".join(_searched(name, got) for name, got in leak["before"]["sources"].items())
+    return (
+        f"{sources}. A value counts when the model gives it back in several samples of one "
+        "context. What no search reaches (a value the model gives back only in contexts "
+        "none of these prompts resemble) is in neither count, so the counts are a floor."
+    )
+
+
+def _all_words(summary: dict[str, Any]) -> list[str]:
+    leak = summary["leak"]
+    words = [leak["words"], leak.get("probe_words")]
+    words += [(summary.get(k) or {}).get("words") for k in ("depth", "recitation")]
+    words += [summary["perplexity"]["words"]]
+    words += [(summary["bound"].get("recitation") or {}).get("words")]
+    words += [a["words"] for a in (summary.get("attacks") or {}).values()]
+    return [w for w in words if w]
+
+
+def _values_html(leak: dict[str, Any], shown: str) -> str:
+    import html
+
+    from dfsu.components.html import table
+
+    values = [
+        [html.escape(v["value"]), html.escape(v["label"]), str(v["samples"])]
+        for v in leak["before"]["values"]
+    ]
+    if not values:
+        return ""
+    return (
+        f"<details><summary>Values the model gave back before ({html.escape(shown)})"
+        f"</summary>{table(['value', 'label', 'samples'], values)}</details>"
     )

@@ -114,9 +114,9 @@ def _evaluate(u: Upstream) -> list[Any]:  # the leak estimate reads the owner's 
 
 
 def _evaluate_attacks(u: Upstream) -> list[Any]:
-    from dfsu.evaluation.attacks import owner_attacks
+    from dfsu.config.attacks import parse_attack
 
-    return [*_evaluate(u), owner_attacks(u.cfg.evaluation.attacks)]
+    return [*_evaluate(u), [parse_attack(a).label for a in u.cfg.leak.attacks]]
 
 
 # ---------------------------------------------------------------- the table

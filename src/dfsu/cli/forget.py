@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -78,12 +77,9 @@ def add_forget_parser(sub: Any) -> None:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
 
     from dfsu.config import load_config
     from dfsu.forget import forget
-    from dfsu.ui import rich_safe, terminal_safe
 
     extra = list(args.overrides)
     if args.public:
@@ -97,36 +93,37 @@ def cmd_forget(args: argparse.Namespace) -> int:
         extra += [f"synthesis.templates={json.dumps(args.shapes)}"]
     cfg = load_config(args.config, extra)
     summary = forget(cfg, args.model, args.out, args.method, args.force, args.show_pii)
-    leak, ppl, bound = summary["leak"], summary["perplexity"], summary["bound"]
-    table = Table("leak estimate", "before", "after", title="consistent values by label")
-    labels = sorted(set(leak["before"]["by_label"]) | set(leak["after"]["by_label"]))
-    for label in labels:
-        table.add_row(
-            rich_safe(label),
-            str(leak["before"]["by_label"].get(label, 0)),
-            str(leak["after"]["by_label"].get(label, 0)),
-        )
-    table.add_row("total", str(leak["before"]["consistent"]), str(leak["after"]["consistent"]))
-    console = Console(stderr=True)
-    console.print(table)
-    within = "within" if bound["within"] else "NOT within"
-    print(terminal_safe(leak["words"]), file=sys.stderr)
-    if leak.get("probe_words"):
-        print(terminal_safe(leak["probe_words"]), file=sys.stderr)
-    if summary.get("depth"):
-        print(summary["depth"]["words"], file=sys.stderr)
-    if summary.get("recitation"):
-        print(summary["recitation"]["words"], file=sys.stderr)
-    print(
-        f"{ppl['words']}; on the {bound['check_documents']} check documents the kept round is "
-        f"{within} the bound; {summary['steps']} steps",
-        file=sys.stderr,
-    )
-    if bound.get("recitation"):
-        print(bound["recitation"]["words"], file=sys.stderr)
-    for attack in (summary.get("attacks") or {}).values():
-        print(f"under attack: {attack['words']}", file=sys.stderr)
-    out = Path(args.out)
-    written = [out / n for n in ("merged", "adapter", "summary.json", "report.html")]
-    print(f"written: {terminal_safe(', '.join(map(str, written)))}", file=sys.stderr)
+    print_verdict(summary, Path(args.out))
     return 0
+
+
+GRADE_STYLE = {"good": "green", "mixed": "yellow", "bad": "bold red"}
+
+
+def print_verdict(summary: dict[str, Any], out: Path) -> None:
+    """forget's verdict on one screen: a sentence, a row per measure, where the rest is."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from dfsu.forget_report import headline, verdict_rows
+    from dfsu.ui import rich_safe, terminal_safe
+
+    console = Console(stderr=True)
+    console.print(Text(headline(summary)))
+    table = Table("measure", "before", "after", "reading", box=box.SIMPLE_HEAD, pad_edge=False)
+    for row in verdict_rows(summary):
+        table.add_row(
+            rich_safe(row["measure"]),
+            row["before"],
+            row["after"],
+            Text(row["reading"], style=GRADE_STYLE[row["grade"]]),
+        )
+    console.print(table)
+    console.print(
+        Text(
+            f"written to {terminal_safe(str(out))}: report.html, merged/ (the model), "
+            "adapter/, summary.json"
+        )
+    )

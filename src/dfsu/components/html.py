@@ -13,6 +13,11 @@ text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:
 .ci{color:#888;font-size:.8em}mark{background:#ffd9a0;border-radius:3px;padding:0 2px}
 .box{border:1px solid #ddd;border-radius:6px;padding:.6rem;margin:.5rem 0;font-family:monospace;
 font-size:.9em;white-space:pre-wrap}.muted{color:#777}h2{margin-top:2rem}
+.verdict{border:2px solid #bbb;border-radius:8px;padding:.4rem 1rem;margin:1rem 0}
+.verdict p{font-size:1.1em}.good{background:#dff3df}.mixed{background:#fbefc9}
+.bad{background:#f8d4cf}.verdict td:last-child{text-align:left}
+td.wrap,td.wrap code{white-space:pre-wrap;text-align:left;word-break:break-word}
+table.compact td,table.compact th{padding:.2rem .3rem;font-size:.85em}
 """
 
 
@@ -33,17 +38,17 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def label_table(rows: list[dict[str, Any]]) -> str:
-    """E-Hit per label: rows x labels, each cell hits/entities, shaded by the share hit."""
+    """E-Hit per label: a row per label, a column per model (labels outnumber models: the
+    table grows down, not sideways), each cell hits/entities, shaded by the share hit."""
     labels = sorted({label for r in rows for label in r.get("E_Hit_by_label") or {}})
     if not labels:
         return ""
-    head = "".join(f"<th>{html.escape(x)}</th>" for x in labels)
+    head = "".join(f"<th>{html.escape(r['method'])}</th>" for r in rows)
     body = []
-    for row in rows:
-        by = row.get("E_Hit_by_label") or {}
+    for label in labels:
         cells = []
-        for label in labels:
-            v = by.get(label)
+        for row in rows:
+            v = (row.get("E_Hit_by_label") or {}).get(label)
             if v is None:
                 cells.append("<td>–</td>")
                 continue
@@ -52,8 +57,8 @@ def label_table(rows: list[dict[str, Any]]) -> str:
                 f'<td style="background:rgba(220,60,40,{alpha:.2f})" title="{v["pct"]:.1f}%">'
                 f"{v['hit']}/{v['total']}</td>"
             )
-        body.append(f"<tr><td>{html.escape(row['method'])}</td>{''.join(cells)}</tr>")
-    return f"<table><tr><th>method</th>{head}</tr>{''.join(body)}</table>"
+        body.append(f"<tr><td>{html.escape(label)}</td>{''.join(cells)}</tr>")
+    return f"<table class=compact><tr><th>label</th>{head}</tr>{''.join(body)}</table>"
 
 
 def scatter(
@@ -128,3 +133,52 @@ def highlight(text: str, spans: list[tuple[int, int, str]]) -> str:
         last = end
     out.append(html.escape(text[last:]))
     return "".join(out)
+
+
+def bars(
+    groups: list[tuple[str, list[float]]],
+    series: list[str],
+    unit: str = "",
+    rules: list[tuple[float, str]] | None = None,
+) -> str:
+    """Horizontal bars as a small SVG: one group per ``groups`` item (a name and one value per
+    ``series``, e.g. before and after), scaled to the largest value; ``rules``: vertical
+    lines at a value, each with its label."""
+    if not groups:
+        return "<p class=muted>no data</p>"
+    palette = ["#9aa7b8", "#d62728", "#1f77b4", "#2ca02c"]
+    top = max([v for _, vals in groups for v in vals] + [x for x, _ in rules or []] + [1e-9])
+    bar, gap, left, w = 12, 10, 170, 640
+    height = len(groups) * (bar * len(series) + gap) + 40
+
+    def sx(v: float) -> float:
+        return left + v / top * (w - left - 60)
+
+    parts = [f'<svg width="{w}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
+    for i, name in enumerate(series):
+        parts.append(
+            f'<rect x="{left + 120 * i}" y="4" width="10" height="10" fill="{palette[i]}"/>'
+            f'<text x="{left + 120 * i + 14}" y="13" font-size="11">{html.escape(name)}</text>'
+        )
+    y = 24
+    for name, values in groups:
+        parts.append(
+            f'<text x="{left - 6}" y="{y + bar * len(series) / 2 + 4}" font-size="12" '
+            f'text-anchor="end">{html.escape(name)}</text>'
+        )
+        for i, value in enumerate(values):
+            parts.append(
+                f'<rect x="{left}" y="{y}" width="{sx(value) - left:.1f}" height="{bar - 2}" '
+                f'fill="{palette[i % len(palette)]}"/><text x="{sx(value) + 4:.1f}" '
+                f'y="{y + bar - 3}" font-size="10">{value:g}{html.escape(unit)}</text>'
+            )
+            y += bar
+        y += gap
+    for value, label in rules or []:
+        parts.append(
+            f'<line x1="{sx(value):.1f}" y1="20" x2="{sx(value):.1f}" y2="{height - 4}" '
+            f'stroke="#444" stroke-dasharray="3,3"/><text x="{sx(value) + 3:.1f}" '
+            f'y="{height - 6}" font-size="10">{html.escape(label)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)

@@ -180,7 +180,7 @@ def cpu_bf16(setting: str) -> bool:
 
 def autocast(device: torch.device, cpu_bf16: bool = False):
     """bf16 autocast on CUDA; on a CPU only with ``cpu_bf16`` (``target.cpu_bf16``: faster
-    where the CPU computes bf16 natively, but the figures then move, see docs/results.md)."""
+    where the CPU computes bf16 natively, but the figures then move, see docs/history.md)."""
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_bf16)

@@ -412,12 +412,12 @@ def leak_under_attacks(
     return result
 
 
-# Measured once (docs/results.md, "The annotator's other spans in the alternatives"): on a
-# simulated model of record shapes dfsu never saw, fine-tuning brought back more of the true
-# leak than these counts showed.
+# Measured once (docs/history.md, "The annotator's other spans in the alternatives"): on a
+# simulated model of record shapes dfsu never saw (seed 3), forget's summary said 7 % came
+# back after relearn:60 where the true records' E-Hit said 13 % (10.5 -> 18.7 of 75.8).
 RELEARN_CAVEAT = (
     "these counts see what the search reaches; on a simulated model, fine-tuning brought back "
-    "more of the true leak than they showed: docs/results.md"
+    "13 % of the true leak where they said 7 %"
 )
 HELD_AT_OUTPUT = (
     "held at the output only (the depth measures find the values still inside the model)"

@@ -139,10 +139,11 @@ def recitations(
 
 
 def retention(
-    model: Any, tokenizer: Any, rows: Sequence[dict[str, str]], device: Any
+    model: Any, tokenizer: Any, rows: Sequence[dict[str, str]], device: Any, missed: bool = False
 ) -> dict[str, Any]:
     """Per half: how much of the harvested recitations ``model`` still gives back (greedy
-    from each head), exact and by edit similarity."""
+    from each head), exact and by edit similarity; with ``missed``, also the texts (head and
+    text) it no longer gives back word for word."""
     prompts = [
         Prompt(f"recite-{i}", r["head"], "", [], _length(tokenizer, r["text"]))
         for i, r in enumerate(rows)
@@ -156,6 +157,12 @@ def retention(
             if r["half"] == half
         ]
         out[half] = retention_scores([a for a, _ in pairs], [b for _, b in pairs])
+        if missed:
+            out[half]["missed"] = [
+                r["head"] + r["text"]
+                for r, g in zip(rows, got, strict=True)
+                if r["half"] == half and _cut(g, r["text"]).strip() != r["text"].strip()
+            ]
     return out
 
 

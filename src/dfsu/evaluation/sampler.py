@@ -114,26 +114,42 @@ def decode_batch(
     eos_id: int,
     generator: torch.Generator | None,
     banned: torch.Tensor | None = None,
+    repeat: int = 1,
     **sampling: Any,
 ) -> torch.Tensor:
-    """New tokens [B, <= max_new_tokens] for left-padded prompts, with the KV cache.
+    """New tokens [B * repeat, <= max_new_tokens] for left-padded prompts [B], each continued
+    ``repeat`` times (rows i * repeat ... i * repeat + repeat - 1), with the KV cache.
 
-    Position ids follow the attention mask, so a left-padded row decodes exactly as it
-    would alone. Stops early once every row has produced EOS. ``banned`` ([B] token ids):
-    the token each row's first new token may not be.
+    Each prompt is read once and its cache repeated (the same keys, values and last logits as
+    reading it ``repeat`` times, ``repeat`` times cheaper), and only the last position's
+    logits are computed where the model allows it. Position ids follow the attention mask, so
+    a left-padded row decodes exactly as it would alone. Stops early once every row has
+    produced EOS. ``banned`` ([B * repeat] token ids): the token each row's first new token
+    may not be.
     """
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    last = {"logits_to_keep": 1} if _keeps_last(model) else {}
     out = model(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=True
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=positions,
+        use_cache=True,
+        **last,
     )
     name = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.24: cache
-    past, logits = _preallocated(out[name], max_new_tokens), out.logits[:, -1]
+    past, logits = out[name], out.logits[:, -1]
+    if repeat > 1:
+        past.batch_repeat_interleave(repeat)
+        logits = logits.repeat_interleave(repeat, 0)
+        attention_mask = attention_mask.repeat_interleave(repeat, 0)
+        positions = positions.repeat_interleave(repeat, 0)
+    past = _preallocated(past, max_new_tokens)
     if banned is not None:
         logits = logits.index_put(
             (torch.arange(len(banned), device=banned.device), banned),
             torch.tensor(-torch.inf, dtype=logits.dtype, device=logits.device),
         )
-    done = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
+    done = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)
     new_tokens = []
     for _ in range(max_new_tokens):
         token = pick_next(logits, generator, **sampling)
@@ -153,6 +169,14 @@ def decode_batch(
         )
         past, logits = out[name], out.logits[:, -1]
     return torch.stack(new_tokens, dim=1)
+
+
+def _keeps_last(model: Any) -> bool:
+    """Whether ``model``'s forward takes ``logits_to_keep`` (GPT-NeoX, GPT-2, Llama, ...)."""
+    import inspect
+
+    core = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(core.forward).parameters
 
 
 def _preallocated(cache: Any, room: int) -> Any:
@@ -269,11 +293,12 @@ def _sample(
         for number, batch in enumerate(batches):
             texts = [eos + prompts[i].prefix for i in batch]
             enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-            ids = enc["input_ids"].repeat_interleave(k, 0).to(device)
-            mask = enc["attention_mask"].repeat_interleave(k, 0).to(device)
+            ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
             generator = torch.Generator(device=device).manual_seed(seed * 1_000_003 + number)
             budget = max(prompts[i].suffix_tokens for i in batch)
-            new = decode_batch(model, ids, mask, budget, eos_id, generator, **sampling).tolist()
+            new = decode_batch(
+                model, ids, mask, budget, eos_id, generator, repeat=k, **sampling
+            ).tolist()
             for row, tokens in enumerate(new):
                 index = batch[row // k]
                 results[index].append(_decoded(tokenizer, tokens, prompts[index], eos_id))

@@ -1,7 +1,7 @@
 """Fluent alternatives where the values were (``unlearning.loop.alternatives``).
 
 Ascent on a value's tokens takes probability from the value but says nothing of where it
-goes; at this scale much of it goes to nonsense (": the: the::::", docs/results.md, "Forgetting
+goes; at this scale much of it goes to nonsense (": the: the::::", docs/history.md, "Forgetting
 or nonsense"). An alternative gives it somewhere to go: for each unlearning text of a round,
 the model as given (adapters off: the owner's checkpoint) continues the text's context up to
 its first value, that value's first token banned, greedily. What it writes instead is text it
@@ -10,7 +10,7 @@ the value. A confirmed value the alternative still holds (another record the mod
 there) is marked, so it is ascended like the rest, never descended; any other PII the
 annotator finds in it (a value the round did not confirm, maybe another record's) is read by
 no loss: neither descended, which would teach it, nor ascended, which wrote the most nonsense
-of the ways tried (docs/results.md, "The annotator's other spans in the alternatives").
+of the ways tried (docs/history.md, "The annotator's other spans in the alternatives").
 Only the model and the round's own texts are read.
 
 ``alternative_jobs`` and ``alternative_masks`` are pure; ``alternative_texts`` decodes.

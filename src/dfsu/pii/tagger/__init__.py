@@ -11,7 +11,7 @@ Why a CRF (python-crfsuite) and not a small transformer: on the same data, a 2-l
 trained from scratch for as long as this trains (about a minute on 2 cores) reached a
 micro F1 of 0.44 on held-out shapes (broken BIO runs, words at sentence starts taken for
 names); the CRF's transitions keep spans whole and its shape features transfer to shapes
-it never saw (docs/results.md, "The PII tagger").
+it never saw (docs/history.md, "The PII tagger").
 
 Tags are IO (the label, or O), not BIO: a CRF's cost grows with the square of its tag set,
 and with every reader label BIO doubles it (measured: 1.04 s against 0.55 s per L-BFGS
