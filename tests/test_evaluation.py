@@ -331,3 +331,38 @@ def test_sampling_with_room_in_the_cache_draws_what_concatenation_draws(trained_
     monkeypatch.setattr(sampler, "_preallocated", lambda cache, room: cache)
     plain = sample_continuations(model, tok, prompts, num_samples=3, seed=5, batch_size=3)
     assert roomy == plain
+
+
+def test_each_prompt_read_once_for_its_k_samples_draws_what_k_copies_draw(trained_run):
+    """decode_batch's ``repeat`` (breaks: the cache or the logits repeated in the wrong order,
+    a prompt's copies not adjacent, the last logits taken from another position)."""
+    from dfsu.evaluation.sampler import decode_batch
+
+    cfg, run = trained_run
+    model, tok = load_causal_lm(run / "target")
+    tok.padding_side = "left"
+    texts = [tok.eos_token + t for t in ["Login alert: user", "The", "Patient Ann Lee was seen"]]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    sampling = {"greedy": False, "temperature": 1.0, "top_k": 40, "top_p": 0.8}
+    once = decode_batch(
+        model,
+        ids,
+        mask,
+        12,
+        tok.eos_token_id,
+        torch.Generator().manual_seed(3),
+        repeat=4,
+        **sampling,
+    )
+    copies = decode_batch(
+        model,
+        ids.repeat_interleave(4, 0),
+        mask.repeat_interleave(4, 0),
+        12,
+        tok.eos_token_id,
+        torch.Generator().manual_seed(3),
+        **sampling,
+    )
+    assert once.shape[0] == 12 and torch.equal(once, copies)
+    assert len({tuple(r) for r in once[:4].tolist()}) > 1  # K different samples of one prompt

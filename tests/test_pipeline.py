@@ -218,7 +218,7 @@ def test_run_writes_the_exact_files_and_every_row(reference):
     loose = [p for p in [run, *run.rglob("*")] if p.stat().st_mode & 0o077]
     assert not loose, loose[:5]  # everything under a run is owner-only
     original = results["rows"][0]["E_Hit_by_label"]
-    assert "E-Hit by label" in page and all(f"<th>{label}</th>" in page for label in original)
+    assert "E-Hit by label" in page and all(f"<td>{label}</td>" in page for label in original)
     # Redacted by default: no private value longer than 5 characters appears in the report.
     private = [
         s["value"]

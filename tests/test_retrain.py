@@ -130,6 +130,6 @@ def test_a_run_with_retrain_reads_every_row_against_it(tmp_path):
         records
     )
     page = (run / "report.html").read_text()
-    assert "vs retrain" in page and "retain EM (%)" in page
+    assert "Against the retrain" in page and "retain EM (%)" in page
     stages = json.loads((run / "manifest.json").read_text())["stages"]
     assert {"retrain", "evaluate:retrain"} <= set(stages)

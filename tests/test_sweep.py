@@ -119,7 +119,7 @@ def test_sweep_reuses_unaffected_stages_and_writes_json_and_html(tmp_path):
     page = (out / "sweep.html").read_text()
     assert "perplexity increase" in page and page.count("<svg") >= 2
     labels = saved["points"][0]["rows"][0]["E_Hit_by_label"]
-    assert "E-Hit by label" in page and all(f"<th>{x}</th>" in page for x in labels)
+    assert "E-Hit by label" in page and all(f"<td>{x}</td>" in page for x in labels)
 
     # A rerun is all "up to date" and changes nothing.
     again = run_sweep(sweep, out)

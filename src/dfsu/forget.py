@@ -28,7 +28,8 @@ from typing import Any
 
 from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
-from dfsu.forget_report import forget_summary, write_forget_report
+from dfsu.forget_page import write_forget_report
+from dfsu.forget_report import forget_summary
 from dfsu.owner import MODEL_FILES, Owner
 from dfsu.owner_checks import check_checkpoint, check_model_dir, check_owner_files
 from dfsu.owner_stages import stage_names

@@ -107,7 +107,7 @@ def print_verdict(summary: dict[str, Any], out: Path) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dfsu.forget_report import headline, verdict_rows
+    from dfsu.forget_page import headline, verdict_rows
     from dfsu.ui import rich_safe, terminal_safe
 
     console = Console(stderr=True)

@@ -198,10 +198,8 @@ def _print_results(run: Path, payload: dict) -> None:
         keys, names = keys + ["garbled"], names + ["garbled"]
     leak = any(row.get("leak_estimate") for row in payload["rows"])
     names += ["leak"] if leak else []
-    title = (
-        "results (garbled: % of the E-Hit samples the original finds nonsense; "
-        "leak: consistent values, no private data)"
-    )
+    title = "results (garbled: % of the E-Hit samples the original finds nonsense"
+    title += "; leak: consistent values, no private data)" if leak else ")"
     table = Table("method", *names, title=title)
     for row in payload["rows"]:
         cells = [f"{row[k]:.2f}" if row.get(k) is not None else "–" for k in keys]
