@@ -15,7 +15,7 @@ text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:
 font-size:.9em;white-space:pre-wrap}.muted{color:#777}h2{margin-top:2rem}
 .verdict{border:2px solid #bbb;border-radius:8px;padding:.4rem 1rem;margin:1rem 0}
 .verdict p{font-size:1.1em}.good{background:#dff3df}.mixed{background:#fbefc9}
-.bad{background:#f8d4cf}.verdict td:last-child{text-align:left}
+.bad{background:#f8d4cf}.verdict td:last-child,.verdict th:last-child{text-align:left}
 td.wrap,td.wrap code{white-space:pre-wrap;text-align:left;word-break:break-word}
 table.compact td,table.compact th{padding:.2rem .3rem;font-size:.85em}
 """
