@@ -141,7 +141,7 @@ class LoopConfig:
         "fluent alternatives where the values were: each round also descends on what the model "
         "as given writes in each unlearning text's context before its first value, that value's "
         "first token banned (greedy, 25 tokens; confirmed values in it ascended), each this many "
-        "times beside the texts (chosen on known seeds 0-2 among 1 and 3: docs/history.md); "
+        "times beside the texts (chosen on known seeds 0-2 among 1 and 3); "
         "0: off, the loop as it was",
         neutral=0,
         bounds=(0, 100),
