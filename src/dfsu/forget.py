@@ -210,7 +210,7 @@ def measure(
             cfg.evaluation.batch_size,
             device,
         ),
-        "examples": _examples(meter, probe, generations, None if show_pii else words),
+        "examples": _examples(meter, probe, generations, words),
         "recitation": _recitation(cfg, owner, model, tokenizer, device, probes, words),
         "ppl": perplexity(model, tokenizer, texts, device=device),
         "report_documents": len(texts),
@@ -294,11 +294,10 @@ def _examples(
 def _masked(meter: Any, text: str, values: Any, words: set[str]) -> str:
     """``text`` with the annotator's spans, the probe's ``values`` and the words no public
     text holds masked."""
-    from dfsu.pii.redact import mask_value, redact_text
+    from dfsu.pii.redact import redact_text
 
-    for span in sorted(meter.annotate([text])[0], key=lambda s: s.start, reverse=True):
-        text = text[: span.start] + mask_value(text[span.start : span.end]) + text[span.end :]
-    return unknown_masked(redact_text(text, values), words)
+    found = [span.value for span in meter.annotate([text])[0]]
+    return unknown_masked(redact_text(text, [*found, *values]), words)
 
 
 def measure_attacks(

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # name -> (argument kind, default argument, what it does)
+# the weight attacks an owner can run on public text alone (no record shapes needed)
+OWNER_ATTACKS = ("quant", "relearn", "relearn-lora")
 ATTACKS: dict[str, tuple[type | None, int | None, str]] = {
     "samples": (int, 50, "K sampled continuations per prefix"),
     "greedy": (None, None, "one greedy continuation per prefix"),

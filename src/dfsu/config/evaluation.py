@@ -151,7 +151,7 @@ class LeakConfig:
     )
 
     def __post_init__(self) -> None:
-        from dfsu.config.attacks import parse_attack
+        from dfsu.config.attacks import OWNER_ATTACKS, parse_attack
 
         _check_ranges(self, "leak.")
         _check(isinstance(self.attacks, list), "leak.attacks", "must be a list")
@@ -162,7 +162,7 @@ class LeakConfig:
             except ValueError as exc:
                 _check(False, "leak.attacks", str(exc))
             _check(
-                attack.name in ("quant", "relearn", "relearn-lora"),
+                attack.name in OWNER_ATTACKS,
                 "leak.attacks",
                 f"{attack.label}: not a weight attack an owner can run (quant:B, relearn:N, "
                 "relearn-lora:N)",

@@ -33,11 +33,10 @@ from typing import Any
 
 import torch
 
-from dfsu.config.attacks import ATTACKS, Attack, parse_attack
+from dfsu.config.attacks import ATTACKS, OWNER_ATTACKS, Attack, parse_attack
 from dfsu.errors import DfsuError
 
 WEIGHT_ATTACKS = ("quant", "relearn", "relearn-lora", "relearn-swap")  # they make a model
-OWNER_ATTACKS = ("quant", "relearn", "relearn-lora")  # of them, those an owner can run
 RELEARN_LORA_RANK = 8  # relearn-lora: the rank of the adapter fine-tuned and merged
 SWAP_RECORDS = 8  # relearn-swap: records of the private records' shapes, other values
 

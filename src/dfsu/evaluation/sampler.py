@@ -7,6 +7,8 @@ step); every generation is cut to its own true suffix's length in tokens.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -173,10 +175,13 @@ def decode_batch(
 
 def _keeps_last(model: Any) -> bool:
     """Whether ``model``'s forward takes ``logits_to_keep`` (GPT-NeoX, GPT-2, Llama, ...)."""
-    import inspect
-
     core = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "logits_to_keep" in inspect.signature(core.forward).parameters
+    return _forward_keeps_last(type(core))
+
+
+@functools.cache
+def _forward_keeps_last(cls: type) -> bool:
+    return "logits_to_keep" in inspect.signature(cls.forward).parameters
 
 
 def _preallocated(cache: Any, room: int) -> Any:
