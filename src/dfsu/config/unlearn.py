@@ -65,6 +65,42 @@ class DistillConfig:
 
 
 @dataclass
+class UndoConfig:
+    """``unlearning.undo``: the undo rows (a shrunk copy distilled from the owner's model)."""
+
+    alpha: float = _f(
+        0.9,
+        "how far the copy's weights are moved toward a fresh initialisation before distilling "
+        "(0: the owner's weights, 1: a new model)",
+        neutral=0.9,
+        bounds=(0.0, 1.0),
+    )
+    steps: int = _f(600, "optimizer steps of distillation", neutral=600, bounds=(1, 10_000_000))
+    lr: float = _f(1.0e-3, "AdamW learning rate (warm-up, then linear decay)", neutral=1.0e-3)
+    batch_size: int = _f(
+        8,
+        "blocks of public text per step (and half as many recitations)",
+        neutral=8,
+        bounds=(1, 4096),
+    )
+    block_size: int = _f(128, "tokens per block of public text", neutral=128, bounds=(8, 65_536))
+    recitations: int = _f(
+        256,
+        "texts the recitation search finds from the start-of-text token; those kept (no PII, "
+        "no value found) are distilled beside the public text; 0: public text only",
+        neutral=256,
+        bounds=(0, 1_000_000),
+    )
+    recitation_tokens: int = _f(24, "tokens per recitation", neutral=24, bounds=(2, MAX_NEW_TOKENS))
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "unlearning.undo.")
+        _check(
+            math.isfinite(self.lr) and self.lr > 0, "unlearning.undo.lr", "must be finite and > 0"
+        )
+
+
+@dataclass
 class LoopConfig:
     """``unlearning.loop``: the loop rows (dfsu-loop, distill-loop; ``--data loop``)."""
 
@@ -332,6 +368,9 @@ class UnlearnConfig:
     )
     loop: LoopConfig = field(
         default_factory=LoopConfig, metadata={"help": "the loop rows (dfsu-loop, distill-loop)"}
+    )
+    undo: UndoConfig = field(
+        default_factory=UndoConfig, metadata={"help": "the undo rows (distilled shrunk copy)"}
     )
 
     def __post_init__(self) -> None:

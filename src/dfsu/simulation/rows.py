@@ -17,8 +17,11 @@ DEMO_ROWS = ["original", "oracle", "dfsu"]
 # dfsu-loop: PSCU rounds on what the leak estimate extracts from the model itself.
 UNLEARNED = (
     {"oracle": ("pscu", "oracle")}
-    | {m.row: (m.name, "pseudo") for m in METHODS.values()}
+    | {m.row: (m.name, "pseudo") for m in METHODS.values() if m.update == "lora"}
     | {"dfsu-loop": ("pscu", "loop"), "distill-loop": ("distill", "loop")}
+    # undo: a shrunk copy distilled from the model; data-free (the values the leak estimate
+    # confirms keep recitations out) and its oracle twin (the true values do)
+    | {"undo": ("undo", "loop"), "undo-oracle": ("undo", "oracle")}
 )
 SOURCE_ROWS = [f"dfsu-{s}" for s in SOURCES]  # pscu on the pseudo-PII of another source
 # retrain: the target's recipe without the private records, the gold standard every row is

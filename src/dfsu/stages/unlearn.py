@@ -303,6 +303,8 @@ def unlearn(
     if data not in DATA:
         raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
     spec = METHODS[method]  # the method's registry entry
+    if data not in spec.data:
+        raise DfsuError(f"--method {method}: takes --data {' or '.join(spec.data)}, not {data}")
     name = safe_name(name or f"{method}-{data}")
     owner = as_owner(where)
     pseudo = pseudo or owner.paths.pseudo(cfg.synthesis.source)
@@ -311,6 +313,10 @@ def unlearn(
     if truth is None and (data == "oracle" or cfg.unlearning.track_privacy):
         truth = read_records(run)
     torch.manual_seed(cfg.seed)
+    if spec.update == "copy":  # no adapters: a new model distilled from the owner's
+        from dfsu.unlearning.undo import distil_copy
+
+        return distil_copy(cfg, owner, data, name, truth)
 
     model, tokenizer, modules = _adapted_model(owner, cfg.unlearning)
     cfg = _fit_context(cfg, model)

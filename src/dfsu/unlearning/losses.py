@@ -152,3 +152,14 @@ def distill_objective(
     unlikely = _masked_mean(-torch.log1p(-p_true), mask, eps)
     loss = context + pii_weight * pii + unlikelihood * unlikely
     return {"loss": loss, "priv": priv, "gen": context, "kl_pii": pii, "unlikely": unlikely}
+
+
+def teacher_kl(
+    logits: torch.Tensor, teacher_logits: torch.Tensor, valid_mask: torch.Tensor, eps: float = 1e-8
+) -> torch.Tensor:
+    """Distillation: the mean over valid positions of KL(teacher || student), each
+    position's distributions the softmax of its logits ([B, T, V] each, ``valid_mask`` [B, T])."""
+    target = torch.log_softmax(teacher_logits.float(), dim=-1)
+    log_p = torch.log_softmax(logits.float(), dim=-1)
+    kl = (target.exp() * (target - log_p)).sum(-1)
+    return _masked_mean(kl, valid_mask, eps)

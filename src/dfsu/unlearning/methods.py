@@ -42,7 +42,7 @@ class Method:
     name: str  # --method value
     row: str  # the results row it produces on pseudo-PII
     summary: str  # one line for --help and docs/method.md
-    objective: Objective
+    objective: Objective | None  # None: no LoRA objective (``update`` "copy")
     needs_reference: bool = False  # losses of the unadapted model on the forget batch
     needs_retain: bool = False  # public text is part of the objective itself
     needs_logits: bool = False  # whole next-token distributions, the model's and the reference's
@@ -50,6 +50,8 @@ class Method:
         "proxy"  # kept check: "proxy" = highest held-out PII loss, "last" = last within bound
     )
     lr_setting: str | None = None  # an unlearning.* learning rate of its own (null: lr)
+    update: str = "lora"  # "lora": adapters on the owner's model; "copy": a new model (undo.py)
+    data: tuple[str, ...] = ("pseudo", "oracle", "loop")  # the --data it takes
 
 
 def learning_rate(method: Method, uc: UnlearnConfig, loop: bool = False) -> float:
@@ -141,6 +143,15 @@ METHODS: dict[str, Method] = {
             _distill,
             needs_logits=True,
             lr_setting="distill.lr",
+        ),
+        Method(
+            "undo",
+            "undo",
+            "a copy shrunk toward a fresh initialisation, distilled from the model on its "
+            "public text and PII-free recitations (UNDO); no adapter, no ascent",
+            None,
+            update="copy",
+            data=("loop", "oracle"),
         ),
     )
 }

@@ -1,0 +1,194 @@
+"""Distil into a perturbed copy (the ``undo`` rows; UNDO, "Distillation Robustifies
+Unlearning", arXiv 2506.06278, with the owner's model itself as the teacher).
+
+The LoRA rows hide the values: their adapters learn to stop the model emitting them while the
+weights still hold them (the logit lens, membership and relearning bring them back,
+docs/results.md). Here the model handed back is another one: the owner's weights shrunk
+``unlearning.undo.alpha`` of the way toward a fresh initialisation (``shrink``), then trained
+to match the owner's model's next-token distribution (``losses.teacher_kl``) on text that
+holds none of the values: the owner's public text and the model's own PII-free recitations
+(``distillation_texts``). A value that no distillation text carries is not passed on, and the
+shrink has erased most of what the weights held of it.
+
+Data:
+- ``loop`` (data-free): a recitation is kept when the run's annotator finds no PII in it and it
+  holds no value the leak estimate's select draw confirmed;
+- ``oracle``: a recitation is kept when it holds none of the true records' values (the
+  evaluator's knowledge; tells the mechanism apart from the discovery).
+
+What it costs: ``unlearning.undo.steps`` optimizer steps of the whole model with the teacher's
+forward beside each (on tiny, 600 steps: about 150 s on 2 cores), against the loop's LoRA
+rounds; at a scale where the owner's public text is a small share of what the model was
+trained on, the student learns less back than it lost (NLI, recitations: measured in
+docs/results.md).
+
+``shrink_into`` and ``kept_texts`` are pure up to the tensors they are given.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dfsu.components.batches import collate, pack_documents
+from dfsu.components.models import load_causal_lm, pick_device
+from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
+
+WARMUP = 20  # optimizer steps of linear warm-up, then linear decay to a twentieth
+
+
+def shrink_into(student: torch.nn.Module, fresh: torch.nn.Module, alpha: float) -> None:
+    """Every parameter of ``student`` moved ``alpha`` of the way toward ``fresh``'s (the same
+    architecture, newly initialised): (1 - alpha) * w + alpha * w_fresh, in place."""
+    theirs = dict(fresh.named_parameters())
+    with torch.no_grad():
+        for name, weight in student.named_parameters():
+            weight.mul_(1 - alpha).add_(theirs[name], alpha=alpha)
+
+
+def kept_texts(texts: Sequence[str], values: Sequence[str]) -> list[str]:
+    """The ``texts`` that hold none of ``values`` (a case-folded substring test)."""
+    folded = [v.casefold() for v in values if v.strip()]
+    return [t for t in texts if not any(v in t.casefold() for v in folded)]
+
+
+def distillation_texts(
+    cfg: Any, owner: Any, model: Any, tokenizer: Any, data: str, truth: list | None, device: Any
+) -> tuple[list[str], list[str], dict[str, int]]:
+    """(the owner's public texts, the recitations kept, counts for summary.json)."""
+    from dfsu.evaluation.sampler import branch_recitations
+    from dfsu.ui import info
+
+    uu = cfg.unlearning.undo
+    recited: list[str] = []
+    if uu.recitations:
+        first = max(1, uu.recitations // RECITE_BRANCHES_UNDO)
+        recited = branch_recitations(
+            model, tokenizer, first, RECITE_BRANCHES_UNDO, uu.recitation_tokens, device
+        )
+    if data == "oracle":
+        values = [s.value for r in truth or [] for s in r.spans]
+        kept = kept_texts(recited, values)
+    else:
+        found = _confirmed(cfg, owner, model, tokenizer, device)
+        kept = kept_texts(_pii_free(cfg, owner.root, recited), found)
+    info(f"undo: {len(kept)} of {len(recited)} recitations kept")
+    public = owner.public_texts()
+    return public, kept, {"public_texts": len(public), "recited": len(recited), "kept": len(kept)}
+
+
+RECITE_BRANCHES_UNDO = 32  # branches per first token of the recitation search
+
+
+def _pii_free(cfg: Any, root: Path, texts: list[str]) -> list[str]:
+    from dfsu.stages.unlearn import _pii_free as free
+
+    return free(cfg, root, texts)
+
+
+def _confirmed(cfg: Any, owner: Any, model: Any, tokenizer: Any, device: Any) -> list[str]:
+    """The values the leak estimate's select draw confirms on the owner's model."""
+    from dfsu.evaluation.depth import value_contexts
+    from dfsu.evaluation.leak import leak_meter
+
+    draw = leak_meter(cfg, owner, tokenizer, "select")(model, tokenizer, device)
+    return sorted({c.value for c in value_contexts(draw, cfg.leak.min_count)})
+
+
+def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None = None) -> Path:
+    """Stage body of an ``undo`` row: the shrunk copy distilled from the owner's model,
+    saved to ROOT/unlearned/<name>/merged with summary.json and train_log.jsonl."""
+    from transformers import AutoModelForCausalLM
+
+    from dfsu.evaluation.utility import default_window, perplexity
+    from dfsu.ui import info, progress_bar
+    from dfsu.unlearning.losses import teacher_kl
+
+    uu, device = cfg.unlearning.undo, pick_device(cfg.target.device)
+    started = time.time()
+    teacher, tokenizer = load_causal_lm(owner.model)
+    teacher.to(device).eval().requires_grad_(False)
+    public, recited, counts = distillation_texts(
+        cfg, owner, teacher, tokenizer, data, truth, device
+    )
+    torch.manual_seed(cfg.seed)
+    fresh = AutoModelForCausalLM.from_config(teacher.config)
+    student, _ = load_causal_lm(owner.model)
+    shrink_into(student, fresh, uu.alpha)
+    del fresh
+    student.to(device).train().requires_grad_(True)
+
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id or 0
+    docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
+    blocks = pack_documents(docs, uu.block_size, eos)
+    rows = [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in recited]
+    optimizer = torch.optim.AdamW(student.parameters(), lr=uu.lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / WARMUP) * max(0.05, 1 - s / uu.steps)
+    )
+    order = random.Random(f"undo-{cfg.seed}")
+    log = []
+
+    def kl(batch: list[list[int]]) -> torch.Tensor:
+        tensors = collate(batch, pad)
+        ids = tensors["input_ids"].to(device)
+        mask = tensors["attention_mask"].to(device)
+        with torch.no_grad():
+            target = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1]
+        logits = student(input_ids=ids, attention_mask=mask).logits[:, :-1]
+        return teacher_kl(logits, target, mask[:, 1:].float())
+
+    with progress_bar(f"undo {name}", uu.steps) as bar:
+        for step in range(uu.steps):
+            loss = kl([order.choice(blocks) for _ in range(uu.batch_size)])
+            if rows:  # half a batch of recitations beside the public text
+                loss = loss + kl([order.choice(rows) for _ in range(max(1, uu.batch_size // 2))])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            bar.update(0, advance=1, info=f"kl {loss.item():.3f}")
+            if step % 50 == 0 or step == uu.steps - 1:
+                log.append({"step": step + 1, "kl": round(loss.item(), 5)})
+    student.eval()
+    checks = owner.check_texts()[: cfg.unlearning.check_docs or None]
+    window = default_window(teacher)
+    start_ppl = perplexity(teacher, tokenizer, checks, window, device=device)
+    end_ppl = perplexity(student, tokenizer, checks, window, device=device)
+    bound = start_ppl * (1 + cfg.unlearning.max_ppl_increase)
+    info(f"undo {name}: perplexity {start_ppl:.3f} -> {end_ppl:.3f} ({len(checks)} documents)")
+    summary = {
+        "name": name,
+        "method": "undo",
+        "data": data,
+        "steps": uu.steps,
+        "total_steps": uu.steps,
+        "stop_reason": f"distilled for {uu.steps} steps (no selection)",
+        "start_ppl": round(start_ppl, 4),
+        "ppl_bound": round(bound, 4),
+        "check_docs": len(checks),
+        "kept_step": uu.steps,
+        "backtracks": 0,
+        "kept_check": {"step": uu.steps, "ppl": round(end_ppl, 4)},
+        "checks": [
+            {"step": 0, "ppl": round(start_ppl, 4)},
+            {"step": uu.steps, "ppl": round(end_ppl, 4)},
+        ],
+        "alpha": uu.alpha,
+        "texts": counts,
+        "seconds": round(time.time() - started, 1),
+    }
+    final = owner.paths.unlearned(name)
+    with staged_dir(final) as out:
+        student.to("cpu").save_pretrained(out / "merged")
+        tokenizer.padding_side = "right"
+        tokenizer.save_pretrained(out / "merged")
+        atomic_write_jsonl(out / "train_log.jsonl", log)
+        atomic_write_json(out / "summary.json", summary)
+    return final

@@ -1,0 +1,101 @@
+"""The undo rows: a copy of the owner's model shrunk toward a fresh initialisation and
+distilled from it on text that holds none of the values (``unlearning/undo.py``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from dfsu.components.models import load_causal_lm
+from dfsu.config import load_config
+from dfsu.errors import DfsuError
+from dfsu.stages.unlearn import unlearn
+from dfsu.unlearning.losses import teacher_kl
+from dfsu.unlearning.undo import kept_texts, shrink_into
+
+
+def test_teacher_kl_is_zero_on_the_teachers_distribution_and_reads_only_valid_positions():
+    torch.manual_seed(0)
+    teacher = torch.randn(2, 5, 11)
+    valid = torch.ones(2, 5)
+    assert teacher_kl(teacher, teacher, valid).item() == pytest.approx(0.0, abs=1e-6)
+    student = teacher.clone()
+    student[1, 4] = torch.randn(11) * 5  # one position off, then left out of the mask
+    assert teacher_kl(student, teacher, valid).item() > 0.01
+    valid[1, 4] = 0
+    assert teacher_kl(student, teacher, valid).item() == pytest.approx(0.0, abs=1e-6)
+    # KL(teacher || student), not the reverse: the two differ for these distributions
+    p = torch.tensor([[[4.0, 0.0, 0.0]]])
+    q = torch.tensor([[[0.0, 2.0, 0.0]]])
+    one = torch.ones(1, 1)
+    pl, ql = p.log_softmax(-1), q.log_softmax(-1)
+    forward = (pl.exp() * (pl - ql)).sum()
+    assert teacher_kl(q, p, one).item() == pytest.approx(forward.item(), rel=1e-5)
+
+
+def test_shrink_moves_every_weight_alpha_of_the_way_to_the_fresh_model():
+    torch.manual_seed(0)
+    student, fresh = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
+    before = {n: p.detach().clone() for n, p in student.named_parameters()}
+    shrink_into(student, fresh, 0.75)
+    for name, weight in student.named_parameters():
+        expected = 0.25 * before[name] + 0.75 * dict(fresh.named_parameters())[name]
+        assert torch.allclose(weight, expected)
+    shrink_into(student, fresh, 1.0)
+    assert torch.equal(student.weight, fresh.weight)
+
+
+def test_a_text_holding_a_value_is_never_distilled():
+    texts = ["Call Mira Holt today", "the weather is fine", "mail: MIRA@x.org", "nothing"]
+    assert kept_texts(texts, ["Mira Holt", "mira@x.org", " "]) == ["the weather is fine", "nothing"]
+    assert kept_texts(texts, []) == texts
+
+
+UNDO_FAST = [
+    "unlearning.undo.steps=4",
+    "unlearning.undo.batch_size=2",
+    "unlearning.undo.recitations=32",
+    "unlearning.eval_docs=5",
+]
+
+
+def test_undo_writes_a_new_model_distilled_without_the_true_values(trained_micro_run, tmp_path):
+    from dfsu.pii.run_records import read_records
+
+    _, source = trained_micro_run
+    run = tmp_path / "run"
+    shutil.copytree(source, run)
+    cfg = load_config(str(run / "config.yaml"), UNDO_FAST)
+    with pytest.raises(DfsuError, match="takes --data loop or oracle"):
+        unlearn(cfg, run, "undo", "pseudo")
+    seen = {}
+    import dfsu.unlearning.undo as undo
+
+    real = undo.distillation_texts
+
+    def spy(*args, **kwargs):
+        seen["texts"] = real(*args, **kwargs)
+        return seen["texts"]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(undo, "distillation_texts", spy)
+        out = unlearn(cfg, run, "undo", "oracle")
+    assert out.name == "undo-oracle"
+    assert sorted(p.name for p in out.iterdir()) == ["merged", "summary.json", "train_log.jsonl"]
+    public, recited, counts = seen["texts"]
+    values = [s.value.casefold() for r in read_records(run) for s in r.spans]
+    assert public and counts["recited"] >= len(recited)
+    assert not [t for t in recited if any(v in t.casefold() for v in values)]
+    original, _ = load_causal_lm(run / "target")
+    copy, _ = load_causal_lm(out / "merged")
+    moved = [
+        (p - q).abs().max().item()
+        for p, q in zip(original.parameters(), copy.parameters(), strict=True)
+    ]
+    assert min(moved) > 0  # every weight is the copy's own, none the owner's as it was
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == "undo" and summary["data"] == "oracle"
+    assert summary["kept_step"] == 4 and summary["checks"][-1]["ppl"] > 0
