@@ -99,3 +99,24 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(trained_micro
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "undo" and summary["data"] == "oracle"
     assert summary["kept_step"] == 4 and summary["checks"][-1]["ppl"] > 0
+
+
+def test_forget_by_undo_hands_back_a_new_model_and_no_adapter(trained_micro_run, tmp_path):
+    from conftest import FAST_UNLEARNING, MICRO
+
+    from dfsu.cli import main
+    from dfsu.owner import copy_model
+
+    _, run = trained_micro_run
+    model = tmp_path / "owner" / "model"
+    copy_model(run / "target", model)
+    out = tmp_path / "forgotten"
+    config = [*MICRO, *FAST_UNLEARNING, *UNDO_FAST, "evaluation.num_samples=2", "leak.attacks=[]"]
+    argv = ["--quiet", "forget", "--model", str(model), "--out", str(out), "--method", "undo"]
+    assert main([*argv, *config]) == 0
+    assert (out / "merged" / "model.safetensors").is_file()
+    assert not (out / "adapter").exists()  # a copy, not an adapter on the owner's model
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == "undo"
+    unlearned = json.loads((out / "unlearned" / "undo" / "summary.json").read_text())
+    assert unlearned["distillation"]["alpha"] == 0.9 and unlearned["lora_modules"] == []

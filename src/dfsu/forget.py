@@ -58,6 +58,7 @@ class ForgetMethod:
 
 FORGET_METHODS = {
     "loop": ForgetMethod("dfsu-loop", "pscu", "loop"),
+    "undo": ForgetMethod("undo", "undo", "loop"),
     **{s: ForgetMethod("dfsu", "pscu", "pseudo", s) for s in SOURCES},
 }
 
@@ -352,7 +353,11 @@ def _link_or_copy(src: str, dst: str) -> str:
 
 
 def publish(unlearned: Path, out: Path) -> None:
-    """OUT/merged and OUT/adapter from the kept unlearning, each replaced whole."""
+    """OUT/merged and OUT/adapter from the kept unlearning, each replaced whole (an
+    unlearning with no adapter, the undo copy, leaves no OUT/adapter)."""
     for part in ("merged", "adapter"):
+        if not (unlearned / part).is_dir():
+            shutil.rmtree(out / part, ignore_errors=True)
+            continue
         with staged_dir(out / part) as tmp:
             shutil.copytree(unlearned / part, tmp, dirs_exist_ok=True, copy_function=_link_or_copy)

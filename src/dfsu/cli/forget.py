@@ -39,8 +39,10 @@ def add_forget_parser(sub: Any) -> None:
         default="loop",
         choices=list(FORGET_METHODS),
         help="loop: rounds on what the leak estimate extracts from the model (default); "
-        "inversion: the paper's pseudo-PII by logit inversion; self/free/candidates: other "
-        "pseudo sources",
+        "undo: a new model, yours shrunk toward a fresh start and distilled from yours on your "
+        "public text and its PII-free recitations (removes rather than hides; costs what the "
+        "public text does not teach back); inversion: the paper's pseudo-PII by logit "
+        "inversion; self/free/candidates: other pseudo sources",
     )
     fg.add_argument(
         "--keep",
@@ -124,6 +126,7 @@ def print_verdict(summary: dict[str, Any], out: Path) -> None:
     console.print(
         Text(
             f"written to {terminal_safe(str(out))}: report.html, merged/ (the model), "
-            "adapter/, summary.json"
+            + ("adapter/, " if (Path(out) / "adapter").is_dir() else "")
+            + "summary.json"
         )
     )

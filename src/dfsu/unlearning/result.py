@@ -92,6 +92,7 @@ class UnlearnSummary:
     null_space: dict[str, Any] | None = None  # ``unlearning.null_space``: what was avoided
     self_bound: dict[str, Any] | None = None  # ``unlearning.loop.max_self_ppl_increase``
     projection: dict[str, int] | None = None  # ``unlearning.project_retain``: steps, opposed
+    distillation: dict[str, Any] | None = None  # the undo rows: alpha and the texts distilled
 
     @classmethod
     def of(cls, result: UnlearnResult, **rest: Any) -> UnlearnSummary:
@@ -114,7 +115,15 @@ class UnlearnSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for optional in ("rounds", "recitation_bound", "null_space", "self_bound", "projection"):
+        optional_fields = (
+            "rounds",
+            "recitation_bound",
+            "null_space",
+            "self_bound",
+            "projection",
+            "distillation",
+        )
+        for optional in optional_fields:
             if out[optional] is None:
                 del out[optional]
         return out

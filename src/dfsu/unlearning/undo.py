@@ -38,6 +38,7 @@ import torch
 from dfsu.components.batches import collate, pack_documents
 from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
+from dfsu.unlearning.result import UnlearnSummary
 
 WARMUP = 20  # optimizer steps of linear warm-up, then linear decay to a twentieth
 
@@ -157,38 +158,41 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
             if step % 50 == 0 or step == uu.steps - 1:
                 log.append({"step": step + 1, "kl": round(loss.item(), 5)})
     student.eval()
-    checks = owner.check_texts()[: cfg.unlearning.check_docs or None]
+    checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
     window = default_window(teacher)
     start_ppl = perplexity(teacher, tokenizer, checks, window, device=device)
     end_ppl = perplexity(student, tokenizer, checks, window, device=device)
     bound = start_ppl * (1 + cfg.unlearning.max_ppl_increase)
     info(f"undo {name}: perplexity {start_ppl:.3f} -> {end_ppl:.3f} ({len(checks)} documents)")
-    summary = {
-        "name": name,
-        "method": "undo",
-        "data": data,
-        "steps": uu.steps,
-        "total_steps": uu.steps,
-        "stop_reason": f"distilled for {uu.steps} steps (no selection)",
-        "start_ppl": round(start_ppl, 4),
-        "ppl_bound": round(bound, 4),
-        "check_docs": len(checks),
-        "kept_step": uu.steps,
-        "backtracks": 0,
-        "kept_check": {"step": uu.steps, "ppl": round(end_ppl, 4)},
-        "checks": [
-            {"step": 0, "ppl": round(start_ppl, 4)},
-            {"step": uu.steps, "ppl": round(end_ppl, 4)},
-        ],
-        "alpha": uu.alpha,
-        "texts": counts,
-        "seconds": round(time.time() - started, 1),
-    }
+    kept = {"step": uu.steps, "epoch": 0.0, "ppl": round(end_ppl, 4)}
+    summary = UnlearnSummary(
+        name=name,
+        method="undo",
+        data=data,
+        steps=uu.steps,
+        total_steps=uu.steps,
+        stop_reason=f"distilled for {uu.steps} steps",
+        start_ppl=round(start_ppl, 4),
+        ppl_bound=round(bound, 4),
+        check_docs=len(checks),
+        kept_step=uu.steps,
+        backtracks=0,
+        kept_check=kept,
+        checks=[{"step": 0, "epoch": 0.0, "ppl": round(start_ppl, 4)}, kept],
+        lora_modules=[],
+        train_texts=counts["public_texts"] + counts["kept"],
+        pii_tokens_at_start=None,
+        recited_retain_texts=counts["kept"],
+        held_texts=0,
+        seconds=round(time.time() - started, 1),
+        rule="none: the copy after its distillation steps (nothing selects)",
+        distillation={"alpha": uu.alpha, **counts},
+    )
     final = owner.paths.unlearned(name)
     with staged_dir(final) as out:
         student.to("cpu").save_pretrained(out / "merged")
         tokenizer.padding_side = "right"
         tokenizer.save_pretrained(out / "merged")
         atomic_write_jsonl(out / "train_log.jsonl", log)
-        atomic_write_json(out / "summary.json", summary)
+        atomic_write_json(out / "summary.json", summary.to_json())
     return final
