@@ -490,7 +490,14 @@ def test_an_unlearning_returns_a_typed_result_written_as_its_summary(
     assert isinstance(result, UnlearnResult) and result.steps == 2 and result.rounds is None
     text = (out / "summary.json").read_text()
     written = json.loads(text)
-    optional = ("rounds", "recitation_bound", "null_space", "self_bound", "projection")  # if off
+    optional = (  # left out when off
+        "rounds",
+        "recitation_bound",
+        "null_space",
+        "self_bound",
+        "projection",
+        "distillation",
+    )
     fields = [f.name for f in dataclasses.fields(UnlearnSummary) if f.name not in optional]
     assert list(written) == fields  # summary.json's keys, in the dataclass's order
     assert written["checks"] == result.checks and written["kept_check"] == result.kept_check

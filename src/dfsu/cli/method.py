@@ -56,7 +56,9 @@ def add_method_parsers(sub: Any) -> None:
     ann.add_argument("--llm-model", default=None, help="server model name or local LM path")
     ann.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
-    un = sub.add_parser("unlearn", help="LoRA unlearning of RUN/target -> RUN/unlearned/<name>")
+    un = sub.add_parser(
+        "unlearn", help="unlearning of RUN/target (LoRA; undo: a copy) -> RUN/unlearned/<name>"
+    )
     un.add_argument("--run", required=True, help="run directory")
     un.add_argument(
         "--method",

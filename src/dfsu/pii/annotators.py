@@ -199,3 +199,9 @@ def detect_file(path: str | Path, annotator: OfflineAnnotator) -> dict[str, Any]
     if scored:
         out["score"] = score_spans([g.spans for g, _ in scored], [p for _, p in scored])
     return out
+
+
+def pii_free(cfg: Any, root: Path, texts: list[str]) -> list[str]:
+    """The non-empty ``texts`` in which the run's annotator (``leak.annotator``) finds no PII."""
+    annotator = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
+    return [t for t, spans in zip(texts, annotator(texts), strict=True) if t and not spans]

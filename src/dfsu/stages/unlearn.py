@@ -46,6 +46,7 @@ from dfsu.errors import DfsuError
 from dfsu.evaluation.leak import leak_meter
 from dfsu.evaluation.utility import default_window
 from dfsu.owner import Owner, as_owner
+from dfsu.pii.annotators import pii_free
 from dfsu.pii.run_records import read_records
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, safe_name, staged_dir
 from dfsu.unlearning.checks import Checker
@@ -103,15 +104,7 @@ def recited_public_texts(cfg: RunConfig, root: Path, model: Any, tokenizer: Any,
         samples = unprompted_samples(
             model, tokenizer, uc.retain_self, tokens, sc.free_top_p, cfg.seed, device
         )
-    return _pii_free(cfg, root, samples)
-
-
-def _pii_free(cfg: RunConfig, root: Path, samples: list[str]) -> list[str]:
-    """The non-empty ``samples`` in which the run's annotator finds no PII."""
-    from dfsu.pii.annotators import load_offline
-
-    annotator = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
-    return [t for t, spans in zip(samples, annotator(samples), strict=True) if t and not spans]
+    return pii_free(cfg, root, samples)
 
 
 def _own_samples(setup: Setup, run: Path, rounds: bool) -> list[str] | None:
@@ -136,7 +129,7 @@ def _own_samples(setup: Setup, run: Path, rounds: bool) -> list[str] | None:
         cfg.seed + SELF_SEED,
         loop.device,
     )
-    own = _pii_free(cfg, run, drawn)
+    own = pii_free(cfg, run, drawn)
     if not own:
         raise DfsuError(
             f"unlearning.loop.max_self_ppl_increase: the annotator finds PII in all "
@@ -298,13 +291,7 @@ def unlearn(
     ``pseudo``: the directory holding pseudo.jsonl (default ROOT/pseudo/<synthesis.source>).
     ``truth``: the true records, for ``data: oracle`` and ``unlearning.track_privacy`` only
     (the evaluator's; read from RUN/data when not given)."""
-    if method not in METHODS:
-        raise DfsuError(f"--method: {method!r} is not one of {', '.join(METHODS)}")
-    if data not in DATA:
-        raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
-    spec = METHODS[method]  # the method's registry entry
-    if data not in spec.data:
-        raise DfsuError(f"--method {method}: takes --data {' or '.join(spec.data)}, not {data}")
+    spec = _method(method, data)  # the method's registry entry
     name = safe_name(name or f"{method}-{data}")
     owner = as_owner(where)
     pseudo = pseudo or owner.paths.pseudo(cfg.synthesis.source)
@@ -369,6 +356,18 @@ def unlearn(
 
         shutil.rmtree(owner.paths.rounds(name), ignore_errors=True)
     return owner.paths.unlearned(name)
+
+
+def _method(method: str, data: str) -> Method:
+    """The registry entry of ``method``, checked against ``data``."""
+    if method not in METHODS:
+        raise DfsuError(f"--method: {method!r} is not one of {', '.join(METHODS)}")
+    if data not in DATA:
+        raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
+    spec = METHODS[method]
+    if data not in spec.data:
+        raise DfsuError(f"--method {method}: takes --data {' or '.join(spec.data)}, not {data}")
+    return spec
 
 
 def _project(loop: TrainLoop, uc: UnlearnConfig) -> None:

@@ -37,6 +37,7 @@ import torch
 
 from dfsu.components.batches import collate, pack_documents
 from dfsu.components.models import load_causal_lm, pick_device
+from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
 from dfsu.unlearning.result import UnlearnSummary
 
@@ -62,34 +63,29 @@ def distillation_texts(
     cfg: Any, owner: Any, model: Any, tokenizer: Any, data: str, truth: list | None, device: Any
 ) -> tuple[list[str], list[str], dict[str, int]]:
     """(the owner's public texts, the recitations kept, counts for summary.json)."""
+    from dfsu.config import RECITE_BRANCHES
     from dfsu.evaluation.sampler import branch_recitations
+    from dfsu.pii.annotators import pii_free
     from dfsu.ui import info
 
     uu = cfg.unlearning.undo
     recited: list[str] = []
     if uu.recitations:
-        first = max(1, uu.recitations // RECITE_BRANCHES_UNDO)
+        first = max(1, uu.recitations // RECITE_BRANCHES)
         recited = branch_recitations(
-            model, tokenizer, first, RECITE_BRANCHES_UNDO, uu.recitation_tokens, device
+            model, tokenizer, first, RECITE_BRANCHES, uu.recitation_tokens, device
         )
     if data == "oracle":
         values = [s.value for r in truth or [] for s in r.spans]
         kept = kept_texts(recited, values)
     else:
         found = _confirmed(cfg, owner, model, tokenizer, device)
-        kept = kept_texts(_pii_free(cfg, owner.root, recited), found)
+        kept = kept_texts(pii_free(cfg, owner.root, recited), found)
     info(f"undo: {len(kept)} of {len(recited)} recitations kept")
     public = owner.public_texts()
+    if not public:
+        raise DfsuError("undo: the owner has no public text to distil on (public.files)")
     return public, kept, {"public_texts": len(public), "recited": len(recited), "kept": len(kept)}
-
-
-RECITE_BRANCHES_UNDO = 32  # branches per first token of the recitation search
-
-
-def _pii_free(cfg: Any, root: Path, texts: list[str]) -> list[str]:
-    from dfsu.stages.unlearn import _pii_free as free
-
-    return free(cfg, root, texts)
 
 
 def _confirmed(cfg: Any, owner: Any, model: Any, tokenizer: Any, device: Any) -> list[str]:
@@ -107,8 +103,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     from transformers import AutoModelForCausalLM
 
     from dfsu.evaluation.utility import default_window, perplexity
-    from dfsu.ui import info, progress_bar
-    from dfsu.unlearning.losses import teacher_kl
+    from dfsu.ui import info
 
     uu, device = cfg.unlearning.undo, pick_device(cfg.target.device)
     started = time.time()
@@ -124,16 +119,48 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     del fresh
     student.to(device).train().requires_grad_(True)
 
-    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id or 0
+    eos = tokenizer.eos_token_id
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
-    blocks = pack_documents(docs, uu.block_size, eos)
+    blocks = pack_documents(docs, min(uu.block_size, default_window(teacher)), eos)
     rows = [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in recited]
+    pad = tokenizer.pad_token_id or 0
+    log = _distil(student, teacher, blocks, rows, pad, uu, random.Random(f"undo-{cfg.seed}"), name)
+    student.eval()
+    checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
+    window = default_window(teacher)
+    ppl = [perplexity(m, tokenizer, checks, window, device=device) for m in (teacher, student)]
+    info(f"undo {name}: perplexity {ppl[0]:.3f} -> {ppl[1]:.3f} ({len(checks)} documents)")
+    summary = _summary(cfg, name, data, ppl, len(checks), counts, time.time() - started)
+    final = owner.paths.unlearned(name)
+    with staged_dir(final) as out:
+        student.to("cpu").save_pretrained(out / "merged")
+        tokenizer.padding_side = "right"
+        tokenizer.save_pretrained(out / "merged")
+        atomic_write_jsonl(out / "train_log.jsonl", log)
+        atomic_write_json(out / "summary.json", summary.to_json())
+    return final
+
+
+def _distil(
+    student: Any,
+    teacher: Any,
+    blocks: list[list[int]],
+    rows: list[list[int]],
+    pad: int,
+    uu: Any,
+    order: random.Random,
+    name: str,
+) -> list[dict[str, Any]]:
+    """``uu.steps`` AdamW steps of KL(teacher || student): each on ``uu.batch_size`` blocks
+    of public text and half as many recitations (``rows``); the log every 50 steps."""
+    from dfsu.ui import progress_bar
+    from dfsu.unlearning.losses import teacher_kl
+
+    device = next(student.parameters()).device
     optimizer = torch.optim.AdamW(student.parameters(), lr=uu.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / WARMUP) * max(0.05, 1 - s / uu.steps)
     )
-    order = random.Random(f"undo-{cfg.seed}")
-    log = []
 
     def kl(batch: list[list[int]]) -> torch.Tensor:
         tensors = collate(batch, pad)
@@ -144,6 +171,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         logits = student(input_ids=ids, attention_mask=mask).logits[:, :-1]
         return teacher_kl(logits, target, mask[:, 1:].float())
 
+    log = []
     with progress_bar(f"undo {name}", uu.steps) as bar:
         for step in range(uu.steps):
             loss = kl([order.choice(blocks) for _ in range(uu.batch_size)])
@@ -157,42 +185,36 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
             bar.update(0, advance=1, info=f"kl {loss.item():.3f}")
             if step % 50 == 0 or step == uu.steps - 1:
                 log.append({"step": step + 1, "kl": round(loss.item(), 5)})
-    student.eval()
-    checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
-    window = default_window(teacher)
-    start_ppl = perplexity(teacher, tokenizer, checks, window, device=device)
-    end_ppl = perplexity(student, tokenizer, checks, window, device=device)
-    bound = start_ppl * (1 + cfg.unlearning.max_ppl_increase)
-    info(f"undo {name}: perplexity {start_ppl:.3f} -> {end_ppl:.3f} ({len(checks)} documents)")
-    kept = {"step": uu.steps, "epoch": 0.0, "ppl": round(end_ppl, 4)}
-    summary = UnlearnSummary(
+    return log
+
+
+def _summary(
+    cfg: Any, name: str, data: str, ppl: list[float], docs: int, counts: dict, seconds: float
+) -> UnlearnSummary:
+    """summary.json of an undo row: its perplexity before (the owner's model) and after on
+    ``docs`` held-out documents, the texts distilled; nothing selects, so one kept check."""
+    uu = cfg.unlearning.undo
+    kept = {"step": uu.steps, "epoch": 0.0, "ppl": round(ppl[1], 4)}
+    return UnlearnSummary(
         name=name,
         method="undo",
         data=data,
         steps=uu.steps,
         total_steps=uu.steps,
         stop_reason=f"distilled for {uu.steps} steps",
-        start_ppl=round(start_ppl, 4),
-        ppl_bound=round(bound, 4),
-        check_docs=len(checks),
+        start_ppl=round(ppl[0], 4),
+        ppl_bound=round(ppl[0] * (1 + cfg.unlearning.max_ppl_increase), 4),
+        check_docs=docs,
         kept_step=uu.steps,
         backtracks=0,
         kept_check=kept,
-        checks=[{"step": 0, "epoch": 0.0, "ppl": round(start_ppl, 4)}, kept],
+        checks=[{"step": 0, "epoch": 0.0, "ppl": round(ppl[0], 4)}, kept],
         lora_modules=[],
         train_texts=counts["public_texts"] + counts["kept"],
         pii_tokens_at_start=None,
         recited_retain_texts=counts["kept"],
         held_texts=0,
-        seconds=round(time.time() - started, 1),
+        seconds=round(seconds, 1),
         rule="none: the copy after its distillation steps (nothing selects)",
         distillation={"alpha": uu.alpha, **counts},
     )
-    final = owner.paths.unlearned(name)
-    with staged_dir(final) as out:
-        student.to("cpu").save_pretrained(out / "merged")
-        tokenizer.padding_side = "right"
-        tokenizer.save_pretrained(out / "merged")
-        atomic_write_jsonl(out / "train_log.jsonl", log)
-        atomic_write_json(out / "summary.json", summary.to_json())
-    return final
