@@ -22,6 +22,11 @@ def token_losses(
     return loss.view(targets.shape) * attention_mask[:, 1:].to(loss.dtype)
 
 
+def _kl(log_q: torch.Tensor, log_p: torch.Tensor) -> torch.Tensor:
+    """KL(q || p) per position over the last dimension, from log-probabilities."""
+    return (log_q.exp() * (log_q - log_p)).sum(-1)
+
+
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor, eps: float) -> torch.Tensor:
     return (values * mask).sum() / (mask.sum() + eps)
 
@@ -142,7 +147,7 @@ def distill_objective(
     """
     target = adjusted_reference(reference_logits, targets, pii_mask, gamma)
     log_p = torch.log_softmax(logits.float(), dim=-1)
-    kl = (target.exp() * (target - log_p)).sum(-1)
+    kl = _kl(target, log_p)
     mask = pii_mask * valid_mask
     context = _masked_mean(kl, (1 - pii_mask) * valid_mask, eps)
     pii = _masked_mean(kl, mask, eps)
@@ -161,5 +166,4 @@ def teacher_kl(
     position's distributions the softmax of its logits ([B, T, V] each, ``valid_mask`` [B, T])."""
     target = torch.log_softmax(teacher_logits.float(), dim=-1)
     log_p = torch.log_softmax(logits.float(), dim=-1)
-    kl = (target.exp() * (target - log_p)).sum(-1)
-    return _masked_mean(kl, valid_mask, eps)
+    return _masked_mean(_kl(target, log_p), valid_mask, eps)

@@ -61,6 +61,10 @@ class UnlearnResult:
         return self.checks[self.keep]
 
 
+# summary.json's fields left out when they are None (a setting that was off)
+OPTIONAL = ("rounds", "recitation_bound", "null_space", "self_bound", "projection", "distillation")
+
+
 @dataclasses.dataclass(frozen=True)
 class UnlearnSummary:
     """summary.json: the recipe, its result and settings, in the file's key order (the
@@ -115,15 +119,7 @@ class UnlearnSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        optional_fields = (
-            "rounds",
-            "recitation_bound",
-            "null_space",
-            "self_bound",
-            "projection",
-            "distillation",
-        )
-        for optional in optional_fields:
+        for optional in OPTIONAL:
             if out[optional] is None:
                 del out[optional]
         return out

@@ -69,6 +69,9 @@ def distillation_texts(
     from dfsu.ui import info
 
     uu = cfg.unlearning.undo
+    public = owner.public_texts()  # checked before the searches below, which take minutes
+    if not public:
+        raise DfsuError("undo: the owner has no public text to distil on (public.files)")
     recited: list[str] = []
     if uu.recitations:
         first = max(1, uu.recitations // RECITE_BRANCHES)
@@ -82,9 +85,6 @@ def distillation_texts(
         found = _confirmed(cfg, owner, model, tokenizer, device)
         kept = kept_texts(pii_free(cfg, owner.root, recited), found)
     info(f"undo: {len(kept)} of {len(recited)} recitations kept")
-    public = owner.public_texts()
-    if not public:
-        raise DfsuError("undo: the owner has no public text to distil on (public.files)")
     return public, kept, {"public_texts": len(public), "recited": len(recited), "kept": len(kept)}
 
 
