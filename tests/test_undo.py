@@ -117,6 +117,6 @@ def test_forget_by_undo_hands_back_a_new_model_and_no_adapter(trained_micro_run,
     assert (out / "merged" / "model.safetensors").is_file()
     assert not (out / "adapter").exists()  # a copy, not an adapter on the owner's model
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["method"] == "undo"
+    assert summary["method"] == "undo" and summary["outputs"] == {"merged": "merged"}
     unlearned = json.loads((out / "unlearned" / "undo" / "summary.json").read_text())
     assert unlearned["distillation"]["alpha"] == 0.9 and unlearned["lora_modules"] == []

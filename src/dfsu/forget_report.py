@@ -310,7 +310,8 @@ def forget_summary(
         "examples": _examples(before.get("examples"), after.get("examples")),
         "recitation_lost": _lost(before.get("recitation"), after.get("recitation")),
         "values_shown": "true values" if show_pii else "masked",
-        "outputs": {"merged": "merged", "adapter": "adapter"},
+        # an unlearning with no LoRA modules (the undo copy) writes no adapter
+        "outputs": {"merged": "merged"} | ({"adapter": "adapter"} if run.lora_modules else {}),
         "settings": {k: config_to_dict(cfg)[k] for k in ("seed", "unlearning", "leak", "public")},
     }
 

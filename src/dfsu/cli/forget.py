@@ -126,7 +126,7 @@ def print_verdict(summary: dict[str, Any], out: Path) -> None:
     console.print(
         Text(
             f"written to {terminal_safe(str(out))}: report.html, merged/ (the model), "
-            + ("adapter/, " if (Path(out) / "adapter").is_dir() else "")
+            + ("adapter/, " if "adapter" in summary.get("outputs", {}) else "")
             + "summary.json"
         )
     )
