@@ -65,7 +65,8 @@ def test_value_contexts_end_where_the_value_began_once_per_prefix_and_value():
     """Breaks: a context cut at the value's end or at its generation's start (the contexts
     differ), a value below min_count kept (Carl Dahl, Eve Ray after "Patient:"), the span's
     label used over the estimate's (PERSON), a repeated (prefix, value) pair kept twice, the
-    first generation taken whether or not it holds the value."""
+    first generation taken whether or not it holds the value, the text after the value taken
+    from another generation or not at all."""
     prefixes = ["Patient:", "Call", "Patient:"]
     generations = [
         ["\tCarl Dahl", "\nname: Anna Berg.", " Anna Berg, ward 4", " Eve Ray"],
@@ -91,9 +92,9 @@ def test_value_contexts_end_where_the_value_began_once_per_prefix_and_value():
     estimate = count_leaks(prefixes, generations, spans, set(), 2)
     draw = Draw(estimate, prefixes, generations, spans)
     assert value_contexts(draw, 2) == [
-        ValueContext("Patient:\nname:", "Anna Berg", "NAME", " "),
-        ValueContext("Call", "5550101", "PHONE", " "),
-        ValueContext("Call 5550101 or", "Eve Ray", "NAME", " "),
+        ValueContext("Patient:\nname:", "Anna Berg", "NAME", " ", "."),
+        ValueContext("Call", "5550101", "PHONE", " ", " or Eve Ray"),
+        ValueContext("Call 5550101 or", "Eve Ray", "NAME", " ", ""),
     ]
     assert value_contexts(draw, 3) == []  # no value came back 3 times after one prefix
 
@@ -181,3 +182,26 @@ def test_membership_sets_the_found_values_against_the_swapped_ones(tiny):
     assert reverse["AUC"] <= 10 and reverse["paired_pct"] == 0, reverse
     empty = owner_membership(trained, tok, _found(), {"L0": [NAMES[0]]}, 0, 4, "cpu")
     assert empty["AUC"] is None and empty["pairs"] == 0 and empty["why"]
+
+
+def test_membership_reads_what_the_model_wrote_after_each_value_on_both_sides(monkeypatch):
+    """The loss compared is the value's and the text after it, the same text after the swap.
+    Breaks: ``after`` dropped from either side (an update that raises only the value's loss
+    would read as removed), the swap given another context's text."""
+    import dfsu.evaluation.depth as depth
+
+    scored: list[list[tuple[str, str]]] = []
+
+    def fake_nll(model, tokenizer, pairs, batch_size, device):
+        scored.append(list(pairs))
+        return [float(i) for i in range(len(pairs))]
+
+    monkeypatch.setattr(depth, "suffix_nll", fake_nll)
+    contexts = [c._replace(after=f", ward {i}.") for i, c in enumerate(_found())]
+    pool = {f"L{i}": [name, UNSEEN[i]] for i, name in enumerate(NAMES)}
+    got = owner_membership(None, None, contexts, pool, 0, 4, "cpu")
+    assert got["pairs"] == len(NAMES)
+    found, swapped = scored
+    for i, ((ctx_a, a), (ctx_b, b)) in enumerate(zip(found, swapped, strict=True)):
+        assert ctx_a == ctx_b == _context(i)
+        assert a == f" {NAMES[i]}, ward {i}." and b == f" {UNSEEN[i]}, ward {i}."

@@ -237,3 +237,19 @@ def test_a_pareto_plot_under_an_attack_reads_each_rows_attack_figures(seed_files
     assert svg.count('r="5"') == 1 and '<circle cx="344.0" cy="302.0" r="5"' in svg
     assert ">original</text>" not in svg and "after relearn:60" in svg
     assert _tables("--results", str(results), "--doc", str(doc), "--check").returncode == 0
+
+
+def test_the_tie_ceiling_is_what_a_perfect_order_reaches_against_a_tied_truth():
+    """Six rows tied at 100 and two below: a measure that orders the two right and the six any
+    way reaches 0.764 and no higher; a truth without ties allows 1. Breaks: the ceiling taken
+    from the averaged ranks (1.0 always), or from an order that ignores the truth."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tables", TABLES)
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    truth = [100.0, 40.3, 100.0, 100.0, 100.0, 100.0, 100.0, 99.95]
+    perfect = [99.0, 50.0, 95.0, 97.0, 94.0, 98.0, 96.0, 64.0]
+    assert round(tables.tie_ceiling(truth), 3) == 0.764
+    assert round(tables.spearman(perfect, truth), 3) == 0.764
+    assert tables.tie_ceiling([1.0, 3.0, 2.0, 5.0]) == pytest.approx(1.0)

@@ -6,8 +6,9 @@ search found values the model gave back and the text it gave each back after. Th
 owner's records here (``value_contexts``):
 
     owner_lens        the logit lens over the found values, teacher-forced in their contexts
-    owner_membership  AUC of the found values' loss in their contexts against the same
-                      contexts with a public value of the same label swapped in
+    owner_membership  AUC of the loss of the found values and the text the model wrote
+                      after each, in their contexts, against the same with a public value
+                      of the same label swapped in
 
 Read on the model that gave the values back, both are high; on an unlearned model, a lens
 that stays high in the middle layers or an AUC that stays near 100 says the values were
@@ -36,6 +37,10 @@ from dfsu.evaluation.utility import _piece_batch, suffix_nll
 from dfsu.pii.records import Span
 
 DEPTH_TOP = 10  # the owner's lens counts a value token ranked in the top this many
+# Membership reads this many characters of what the model wrote after a value with it: an
+# update that raises the value's own loss can leave the rest of the record memorized behind
+# it (docs/results.md, "Removed or hidden, read by the owner").
+AFTER_CHARS = 48
 
 
 class ValueContext(NamedTuple):
@@ -44,13 +49,15 @@ class ValueContext(NamedTuple):
     ``context``: the prefix and the generation up to the value, without the white space
     right before it; that white space is ``gap`` and is read with the value (``suffix``), as
     the sampler splits records: byte-level BPE glues a space to the word after it, so the
-    value is read in the tokens the model wrote it in (" Berg", not " " + "Berg").
+    value is read in the tokens the model wrote it in (" Berg", not " " + "Berg"). ``after``:
+    up to ``AFTER_CHARS`` characters the generation went on with after the value.
     """
 
     context: str
     value: str
     label: str
     gap: str = ""
+    after: str = ""
 
     @property
     def suffix(self) -> str:
@@ -63,8 +70,9 @@ def value_contexts(draw: Draw, min_count: int) -> list[ValueContext]:
     back (``probe.value_prompts``: in at least ``min_count`` of the prefix's samples), in the
     draw's prompt order, a prompt's values sorted (pure). The context is cut from the first
     of the prefix's generations, in order, whose spans hold the value after the prefix,
-    right where the value begins there. The label is the estimate's (the one the value was
-    found with most often), else the span's; a value no generation locates is skipped."""
+    right where the value begins there, and ``after`` from the same generation. The label is
+    the estimate's (the one the value was found with most often), else the span's; a value no
+    generation locates is skipped."""
     labels = {v["value"]: v["label"] for v in draw.estimate["values"]}
     out, seen = [], set()
     for prefix, generations, spans in zip(draw.prefixes, draw.generations, draw.spans, strict=True):
@@ -77,18 +85,19 @@ def value_contexts(draw: Draw, min_count: int) -> list[ValueContext]:
                 if found is None:
                     continue
                 seen.add((prefix, value))
-                context, span_label = found
+                context, span_label, after = found
                 cut = context.rstrip()
                 label = labels.get(value, span_label)
-                out.append(ValueContext(cut, value, label, context[len(cut) :]))
+                out.append(ValueContext(cut, value, label, context[len(cut) :], after))
     return out
 
 
 def _first_context(
     prefix: str, generations: list[str], spans: list[list[Span]], value: str
-) -> tuple[str, str] | None:
+) -> tuple[str, str, str] | None:
     """The text before ``value`` in the first generation whose spans hold it after
-    ``prefix``, and that span's label; None when none does (pure)."""
+    ``prefix``, that span's label and up to ``AFTER_CHARS`` characters after the value;
+    None when none does (pure)."""
     for generation, row in zip(generations, spans, strict=True):
         text = prefix + generation
         for span in row:
@@ -96,7 +105,8 @@ def _first_context(
                 continue
             at = text.find(value, span.start)
             if 0 <= at < span.end:
-                return text[:at], span.label
+                end = at + len(value)
+                return text[:at], span.label, text[end : end + AFTER_CHARS]
     return None
 
 
@@ -183,8 +193,9 @@ def owner_membership(
     device: Any,
 ) -> dict:
     """Loss-based membership of the found values without the data: ``utility.suffix_nll``
-    (mean NLL per token of gap + value given EOS + context) of each found value against its
-    context with a swapped value (``swapped_values``); ``AUC`` = ``attacks.auc`` with score
+    (mean NLL per token of gap + value + ``after`` given EOS + context) of each found value
+    against its context with a swapped value and the same ``after`` (``swapped_values``);
+    ``AUC`` = ``attacks.auc`` with score
     -NLL, found as members, in percent: 50 = the found values are no likelier in their
     contexts than other values of their label, 100 = they stand out (the model holds them).
     ``paired_pct``: the percent of contexts whose found value beats its own swap. ``AUC`` is
@@ -194,10 +205,10 @@ def owner_membership(
         why = "no found value has a swap-pool value of its label to compare with"
         return {"AUC": None, "pairs": 0, "why": why}
     found = suffix_nll(
-        model, tokenizer, [(a.context, a.suffix) for a, _ in pairs], batch_size, device
+        model, tokenizer, [(a.context, a.suffix + a.after) for a, _ in pairs], batch_size, device
     )
     other = suffix_nll(
-        model, tokenizer, [(b.context, b.suffix) for _, b in pairs], batch_size, device
+        model, tokenizer, [(b.context, b.suffix + b.after) for _, b in pairs], batch_size, device
     )
     wins = sum(f < o for f, o in zip(found, other, strict=True))
     return {
