@@ -141,7 +141,7 @@ def agreement(by_seed: list[dict[str, dict]], seeds: list[int]) -> list[str]:
             if rho is None:
                 continue
             ceiling = tie_ceiling([b for _, b in pairs])
-            tied = f", at most {ceiling:.2f} under its ties" if ceiling and ceiling < 0.995 else ""
+            tied = f"; untied, at most {ceiling:.2f}" if ceiling and ceiling < 0.995 else ""
             cells.append(f"seed {seed} {rho:.2f} ({len(pairs)} rows{tied})")
         if cells:
             lines.append(f"Spearman, {name}: " + "; ".join(cells) + ".")
