@@ -187,8 +187,9 @@ def depth_view(before: Any, after: Any) -> dict[str, Any] | None:
     )
     if aa is not None:
         words += (
-            f"; membership tells them from other values of their label in the same contexts "
-            f"with AUC {aa:.0f} (before {ab:.0f}; 50 = no trace)"
+            f"; membership tells them from other values of their label in the same contexts, "
+            f"with the text the model wrote after each, with AUC {aa:.0f} (before {ab:.0f}; "
+            f"50 = no trace)"
         )
     if lens_held or auc_held:
         words += (
