@@ -15,6 +15,7 @@ SMALL = [
     "tagger.max_iterations=10",
     "tagger.eval_records=10",
     "tagger.invented_eval_records=10",
+    "tagger.beside_target=true",
 ]
 
 
@@ -63,3 +64,11 @@ def test_no_child_when_no_annotator_needs_a_tagger(tmp_path):
 
 def _broken(*args, **kwargs):
     raise RuntimeError("no tagger today")
+
+
+def test_no_child_unless_asked(tmp_path):
+    """By default the tagger trains in its stage, after the target (on 2 cores a child beside
+    the target cost it more than the tagger alone). Breaks: a child started by default."""
+    cfg = load_config("tiny", SMALL[:-1])
+    run = create_run_dir(tmp_path / "run")
+    assert early_tagger(cfg, run, Stages(cfg, run, set()), pseudo=True) is None

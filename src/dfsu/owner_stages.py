@@ -72,9 +72,10 @@ def tagger_stage(
 
 
 def early_tagger(cfg: RunConfig, run: Path, stage: Stages, pseudo: bool) -> EarlyTagger | None:
-    """The tagger stage's training started in a child process beside the target, when the run
-    would train its tagger and the platform can fork; ``tagger_stage`` collects it."""
-    if not needs_tagger(cfg, pseudo) or cfg.tagger.path:
+    """The tagger stage's training started in a child process beside the target, when
+    ``tagger.beside_target`` asks for it, the run would train its tagger and the platform can
+    fork; ``tagger_stage`` collects it."""
+    if not cfg.tagger.beside_target or not needs_tagger(cfg, pseudo) or cfg.tagger.path:
         return None
     if not EarlyTagger.can_fork():
         return None

@@ -46,6 +46,13 @@ class TaggerConfig:
     c1: float = _f(0.02, "L1 penalty of the CRF (sparser weights)")
     c2: float = _f(0.01, "L2 penalty of the CRF")
     max_iterations: int = _f(100, "most L-BFGS iterations", bounds=(1, 100_000))
+    beside_target: bool = _f(
+        False,
+        "train the run's tagger in a child process while the target trains (dfsu run); off: "
+        "in its stage after the target. On 2 cores the child cost the target 28 s where the "
+        "tagger alone takes 12-14 s (torch's threads wait on the core the CRF holds)",
+        neutral=False,
+    )
     eval_records: int = _f(400, "records of held-out shapes to measure on", bounds=(1, 1_000_000))
     invented_eval_records: int = _f(
         300, "records with invented held-out names and handles", bounds=(1, 1_000_000)

@@ -97,7 +97,7 @@ def run_pipeline(
 
     # Stage 0: data and the target that memorizes it. ``stage.keys``: stage name -> key.
     stage(CORPUS, "", lambda c: build_corpus(c, run))
-    # The tagger reads no model: its one-core training runs beside the target's.
+    # The tagger reads no model: with tagger.beside_target its training runs beside the target's.
     early = early_tagger(cfg, run, stage, _needs_pseudo(rows))
     stage(TARGET, "", lambda c: train_target(c, run))
     if "retrain" in rows:  # the reference: the same recipe without the private records
