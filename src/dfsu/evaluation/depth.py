@@ -195,9 +195,9 @@ def owner_membership(
     """Loss-based membership of the found values without the data: ``utility.suffix_nll``
     (mean NLL per token of gap + value + ``after`` given EOS + context) of each found value
     against its context with a swapped value and the same ``after`` (``swapped_values``);
-    ``AUC`` = ``attacks.auc`` with score
-    -NLL, found as members, in percent: 50 = the found values are no likelier in their
-    contexts than other values of their label, 100 = they stand out (the model holds them).
+    ``AUC`` = ``attacks.auc`` with score -NLL, found as members, in percent: 50 = the found
+    values are no likelier in their contexts than other values of their label, 100 = they
+    stand out (the model holds them).
     ``paired_pct``: the percent of contexts whose found value beats its own swap. ``AUC`` is
     None, with ``why``, when no context has a value to swap in."""
     pairs = swapped_values(contexts, pool, seed)

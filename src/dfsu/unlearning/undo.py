@@ -119,15 +119,14 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     del fresh
     student.to(device).train().requires_grad_(True)
 
-    eos = tokenizer.eos_token_id
+    eos, window = tokenizer.eos_token_id, default_window(teacher)
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
-    blocks = pack_documents(docs, min(uu.block_size, default_window(teacher)), eos)
+    blocks = pack_documents(docs, min(uu.block_size, window), eos)
     rows = [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in recited]
     pad = tokenizer.pad_token_id or 0
     log = _distil(student, teacher, blocks, rows, pad, uu, random.Random(f"undo-{cfg.seed}"), name)
     student.eval()
     checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
-    window = default_window(teacher)
     ppl = [perplexity(m, tokenizer, checks, window, device=device) for m in (teacher, student)]
     info(f"undo {name}: perplexity {ppl[0]:.3f} -> {ppl[1]:.3f} ({len(checks)} documents)")
     summary = _summary(cfg, name, data, ppl, len(checks), counts, time.time() - started)
