@@ -10,6 +10,7 @@ import torch
 
 from dfsu.evaluation.depth import (
     ValueContext,
+    membership_trace,
     owner_lens,
     owner_membership,
     swapped_values,
@@ -201,7 +202,20 @@ def test_membership_reads_what_the_model_wrote_after_each_value_on_both_sides(mo
     pool = {f"L{i}": [name, UNSEEN[i]] for i, name in enumerate(NAMES)}
     got = owner_membership(None, None, contexts, pool, 0, 4, "cpu")
     assert got["pairs"] == len(NAMES)
-    found, swapped = scored
+    found, swapped, found_alone, swapped_alone = scored
     for i, ((ctx_a, a), (ctx_b, b)) in enumerate(zip(found, swapped, strict=True)):
         assert ctx_a == ctx_b == _context(i)
         assert a == f" {NAMES[i]}, ward {i}." and b == f" {UNSEEN[i]}, ward {i}."
+    # the values alone: the same contexts, the gap and the value, nothing after
+    assert found_alone == [(_context(i), f" {NAMES[i]}") for i in range(len(NAMES))]
+    assert swapped_alone == [(_context(i), f" {UNSEEN[i]}") for i in range(len(NAMES))]
+
+
+def test_membership_trace_reads_the_values_set_apart_either_way():
+    """Breaks: the values-alone side ignored (a model that avoids exactly the found values
+    reads as removed), or read without folding (100 - AUC), or a chance reading raised."""
+    assert membership_trace({"AUC": 56.8, "AUC_value": 19.7}) == 80.3  # avoided
+    assert membership_trace({"AUC": 86.0, "AUC_value": 74.7}) == 86.0  # likelier
+    assert membership_trace({"AUC": 51.0, "AUC_value": 49.0}) == 51.0  # about chance
+    assert membership_trace({"AUC": 90.0}) == 90.0  # measured before the values-alone side
+    assert membership_trace({"AUC": None, "pairs": 0}) is None

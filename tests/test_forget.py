@@ -401,6 +401,14 @@ def test_the_depth_words_say_hidden_when_the_lens_or_membership_still_find_the_v
     assert depth_view(original, measured(60.0, 52.0))["held_inside"]  # the lens alone
     removed = depth_view(original, measured(6.0, 51.0))
     assert not removed["held_inside"] and "no longer holds" in removed["words"]
+    avoided = measured(6.0, 57.0)
+    avoided["membership"]["AUC_value"] = 20.0  # the values alone: far below chance
+    read = depth_view(original, avoided)
+    assert read["held_inside"] and "on the values alone with AUC 20" in read["words"]
+    assert read["membership_trace"]["after"] == 80.0
+    chance = measured(6.0, 57.0)
+    chance["membership"]["AUC_value"] = 48.0
+    assert not depth_view(original, chance)["held_inside"]
     assert depth_view(measured(0.0, 100.0) | {"lens": {"tokens": 0}}, original) is None
     attacked = {"relearn:60": {"consistent": 1}}
     plain = attack_verdicts(20, 1, attacked)["relearn:60"]

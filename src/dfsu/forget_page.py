@@ -113,12 +113,17 @@ def _depth_rows(depth: dict[str, Any] | None) -> list[dict[str, str]]:
         )
     ]
     ab, aa = depth["membership_auc"]["before"], depth["membership_auc"]["after"]
+    trace = depth.get("membership_trace", {}).get("after", aa)
     if aa is not None:
-        if aa >= HELD_AUC:
+        if trace >= HELD_AUC:
             reading, grade = "still inside", BAD
         else:
-            reading, grade = ("near no trace", GOOD) if aa < 60 else ("a trace left", MIXED)
+            reading, grade = ("near no trace", GOOD) if trace < 60 else ("a trace left", MIXED)
         rows.append(_row("membership AUC (50: no trace)", f"{ab:.0f}", f"{aa:.0f}", reading, grade))
+    vb, va = depth.get("value_auc", {}).get("before"), depth.get("value_auc", {}).get("after")
+    if va is not None and trace > aa:  # the values alone read further from 50: avoided
+        reading = "avoided: singled out"
+        rows.append(_row("membership AUC, values alone", f"{vb:.0f}", f"{va:.0f}", reading, BAD))
     return rows
 
 

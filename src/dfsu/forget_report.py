@@ -172,15 +172,20 @@ HELD_LENS = 0.5  # the middle layer's lens share, as a fraction of the model as 
 def depth_view(before: Any, after: Any) -> dict[str, Any] | None:
     """The owner's lens (middle layer, top K) and membership AUC over the values the model as
     given gave back, before and after, in words, and whether they say the values are still
-    inside (``held_inside``: AUC at or above HELD_AUC, or a middle-layer share at or above
-    HELD_LENS of the model as given's) (pure). None when not measured or nothing was found."""
+    inside (``held_inside``: membership set apart at or above HELD_AUC either way
+    (``depth.membership_trace``), or a middle-layer share at or above HELD_LENS of the model
+    as given's) (pure). None when not measured or nothing was found."""
     if not before or not after or not before["lens"]["tokens"]:
         return None
+    from dfsu.evaluation.depth import membership_trace
+
     lb, la = before["lens"]["middle"], after["lens"]["middle"]
     ab, aa = before["membership"]["AUC"], after["membership"]["AUC"]
+    tb, ta = membership_trace(before["membership"]), membership_trace(after["membership"])
+    alone = after["membership"].get("AUC_value")
     k = before["lens"]["top"]
     lens_held = lb > 0 and la >= HELD_LENS * lb
-    auc_held = aa is not None and aa >= HELD_AUC
+    auc_held = ta is not None and ta >= HELD_AUC
     words = (
         f"depth: the logit lens ranks {la:.0f} % of the found values' tokens in the top {k} at "
         f"the middle layer (before {lb:.0f} %)"
@@ -191,6 +196,11 @@ def depth_view(before: Any, after: Any) -> dict[str, Any] | None:
             f"with the text the model wrote after each, with AUC {aa:.0f} (before {ab:.0f}; "
             f"50 = no trace)"
         )
+        if alone is not None and ta is not None and ta > aa:
+            words += (
+                f", and on the values alone with AUC {alone:.0f}: the model now avoids exactly "
+                f"the values it gave back, so it still singles them out"
+            )
     if lens_held or auc_held:
         words += (
             ": the values are still inside the model; unlearning hid them at the output "
@@ -201,6 +211,8 @@ def depth_view(before: Any, after: Any) -> dict[str, Any] | None:
     return {
         "lens_middle": {"before": lb, "after": la},
         "membership_auc": {"before": ab, "after": aa},
+        "membership_trace": {"before": tb, "after": ta},
+        "value_auc": {"before": before["membership"].get("AUC_value"), "after": alone},
         "top": k,
         "tokens": before["lens"]["tokens"],
         "pairs": before["membership"].get("pairs", 0),

@@ -252,6 +252,7 @@ def _audit_leak(args: argparse.Namespace, console: Any, attacks: list[str]) -> d
     for row, read in (
         ("lens: % in the top 10, middle layer", lambda d: d["lens"]["middle"]),
         ("membership AUC (50 = no trace)", lambda d: d["membership"]["AUC"]),
+        ("  values alone (far below 50: avoided)", lambda d: d["membership"].get("AUC_value")),
     ):
         cells = [read(leak["depth"][n]) for n in names]
         depth.add_row(row, *("-" if x is None else f"{x:.0f}" for x in cells))

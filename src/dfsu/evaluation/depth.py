@@ -8,11 +8,12 @@ owner's records here (``value_contexts``):
     owner_lens        the logit lens over the found values, teacher-forced in their contexts
     owner_membership  AUC of the loss of the found values and the text the model wrote
                       after each, in their contexts, against the same with a public value
-                      of the same label swapped in
+                      of the same label swapped in (and on the values alone)
 
 Read on the model that gave the values back, both are high; on an unlearned model, a lens
-that stays high in the middle layers or an AUC that stays near 100 says the values were
-hidden, not removed. ``value_contexts`` and ``swapped_values`` are pure.
+that stays high in the middle layers or an AUC that stays far from 50 either way
+(``membership_trace``) says the values were hidden, not removed. ``value_contexts``,
+``swapped_values`` and ``membership_trace`` are pure.
 """
 
 from __future__ import annotations
@@ -198,24 +199,43 @@ def owner_membership(
     ``AUC`` = ``attacks.auc`` with score -NLL, found as members, in percent: 50 = the found
     values are no likelier in their contexts than other values of their label, 100 = they
     stand out (the model holds them).
+    ``AUC_value``: the same on gap + value alone; an update that ascends the very values
+    leaves it far below 50 (``membership_trace`` reads both).
     ``paired_pct``: the percent of contexts whose found value beats its own swap. ``AUC`` is
     None, with ``why``, when no context has a value to swap in."""
     pairs = swapped_values(contexts, pool, seed)
     if not pairs:
         why = "no found value has a swap-pool value of its label to compare with"
         return {"AUC": None, "pairs": 0, "why": why}
-    found = suffix_nll(
-        model, tokenizer, [(a.context, a.suffix + a.after) for a, _ in pairs], batch_size, device
-    )
-    other = suffix_nll(
-        model, tokenizer, [(b.context, b.suffix + b.after) for _, b in pairs], batch_size, device
-    )
+
+    def nll(side: int, after: bool) -> list[float]:
+        sides = [pair[side] for pair in pairs]
+        texts = [(c.context, c.suffix + (c.after if after else "")) for c in sides]
+        return suffix_nll(model, tokenizer, texts, batch_size, device)
+
+    found, other = nll(0, True), nll(1, True)
     wins = sum(f < o for f, o in zip(found, other, strict=True))
+    alone = auc([-x for x in nll(0, False)], [-x for x in nll(1, False)])
     return {
         "AUC": round(100 * auc([-x for x in found], [-x for x in other]), 2),
+        "AUC_value": round(100 * alone, 2),
         "paired_pct": round(100 * wins / len(pairs), 2),
         "pairs": len(pairs),
     }
+
+
+def membership_trace(membership: dict) -> float | None:
+    """How far membership sets the found values apart, either way (pure): the AUC with the text
+    after each value, or 100 - the AUC on the values alone where that is further from 50. An
+    update that pushes the values' own loss past any other value's leaves them singled out
+    (an AUC far below 50), as one that leaves them likelier does (far above); a model that
+    never saw them reads about 50 on both (docs/results.md, "Removed or hidden, read by the
+    owner"). None when no AUC was measured."""
+    found = membership.get("AUC")
+    if found is None:
+        return None
+    alone = membership.get("AUC_value")
+    return found if alone is None else max(found, round(100 - alone, 2))
 
 
 def owner_depth(
