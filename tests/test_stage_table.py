@@ -40,6 +40,8 @@ KEYS = {
         "synthesize:self",
         "annotate:self",
         "unlearn:dfsu",
+        "unlearn:dfsu-loop",
+        "unlearn:oracle",
     )
 }
 PSEUDO, LOOP = Recipe("pscu", "pseudo", "self"), Recipe("pscu", "loop", "self")
@@ -59,6 +61,19 @@ PSEUDO, LOOP = Recipe("pscu", "pseudo", "self"), Recipe("pscu", "loop", "self")
         (ANNOTATE, "self", None, ["K-synthesize:self", "K-tagger", None]),
         (UNLEARN, "dfsu", PSEUDO, ["K-annotate:self", "K-seal", "pscu", "pseudo", "K-tagger"]),
         (UNLEARN, "dfsu-loop", LOOP, ["K-target", "K-seal", "pscu", "loop", "K-tagger"]),
+        # the undo rows build on their teacher's unlearning (a change there redoes the copy)
+        (
+            UNLEARN,
+            "undo",
+            Recipe("undo", "loop", "self"),
+            ["K-target", "K-seal", "undo", "loop", "K-tagger", "K-unlearn:dfsu-loop"],
+        ),
+        (
+            UNLEARN,
+            "undo-oracle",
+            Recipe("undo", "oracle", "self"),
+            ["K-target", "K-seal", "undo", "oracle", "K-tagger", "K-unlearn:oracle"],
+        ),
         (EVALUATE, "original", None, ["K-target", EVAL_FORMAT, "K-tagger", "K-seal"]),
         (EVALUATE, "retrain", None, ["K-retrain", EVAL_FORMAT, "K-tagger", "K-seal"]),
         (EVALUATE, "dfsu", None, ["K-unlearn:dfsu", EVAL_FORMAT, "K-tagger", "K-seal"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -63,27 +64,42 @@ UNDO_FAST = [
 
 
 def test_undo_writes_a_new_model_distilled_without_the_true_values(trained_micro_run, tmp_path):
+    from conftest import FAST_UNLEARNING
+
     from dfsu.pii.run_records import read_records
+    from dfsu.rundir import RunPaths
 
     _, source = trained_micro_run
     run = tmp_path / "run"
     shutil.copytree(source, run)
-    cfg = load_config(str(run / "config.yaml"), UNDO_FAST)
+    cfg = load_config(str(run / "config.yaml"), [*UNDO_FAST, *FAST_UNLEARNING])
     with pytest.raises(DfsuError, match="takes --data loop or oracle"):
         unlearn(cfg, run, "undo", "pseudo")
-    seen = {}
+    with pytest.raises(DfsuError, match="no unlearned model to distil from"):
+        unlearn(cfg, run, "undo", "oracle")  # its teacher, the oracle, has not run
+    teacher = unlearn(cfg, run, "pscu", "oracle", name="oracle")
+    seen, loaded = {}, []
     import dfsu.unlearning.undo as undo
 
-    real = undo.distillation_texts
+    real, real_load = undo.distillation_texts, undo.load_causal_lm
 
     def spy(*args, **kwargs):
         seen["texts"] = real(*args, **kwargs)
         return seen["texts"]
 
+    def load(path):
+        loaded.append(Path(path).resolve())
+        return real_load(path)
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(undo, "distillation_texts", spy)
+        mp.setattr(undo, "load_causal_lm", load)
         out = unlearn(cfg, run, "undo", "oracle")
     assert out.name == "undo-oracle"
+    # the teacher is the oracle's unlearned model, not the owner's; the owner's is read for
+    # the recitations and as the student's starting weights
+    given = RunPaths(run).sealed_model.resolve()
+    assert loaded.count((teacher / "merged").resolve()) == 1 and loaded.count(given) == 2
     assert sorted(p.name for p in out.iterdir()) == ["merged", "summary.json", "train_log.jsonl"]
     public, recited, counts = seen["texts"]
     values = [s.value.casefold() for r in read_records(run) for s in r.spans]
@@ -98,6 +114,7 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(trained_micro
     assert min(moved) > 0  # every weight is the copy's own, none the owner's as it was
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "undo" and summary["data"] == "oracle"
+    assert summary["distillation"]["teacher"] == "oracle"
     assert summary["kept_step"] == 4 and summary["checks"][-1]["ppl"] > 0
 
 
@@ -119,4 +136,24 @@ def test_forget_by_undo_hands_back_a_new_model_and_no_adapter(trained_micro_run,
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "undo" and summary["outputs"] == {"merged": "merged"}
     unlearned = json.loads((out / "unlearned" / "undo" / "summary.json").read_text())
-    assert unlearned["distillation"]["alpha"] == 0.9 and unlearned["lora_modules"] == []
+    assert unlearned["distillation"]["teacher"] == "dfsu-loop" and unlearned["lora_modules"] == []
+    assert (out / "unlearned" / "dfsu-loop" / "merged" / "model.safetensors").is_file()
+
+
+def test_an_undo_row_has_its_teacher_unlearned_before_it_asked_for_or_not():
+    """Breaks: the teacher left out when not asked for (the copy has nothing to distil
+    from), put after the undo row, or unlearned twice."""
+    from dfsu.simulation.pipeline import _with_teachers
+
+    cfg = load_config("tiny")
+    rows = ["original", "undo-oracle", "undo", "retrain"]
+    assert _with_teachers(cfg, rows) == [
+        "original",
+        "oracle",
+        "undo-oracle",
+        "dfsu-loop",
+        "undo",
+        "retrain",
+    ]
+    assert _with_teachers(cfg, ["dfsu-loop", "oracle", "undo"]) == ["dfsu-loop", "oracle", "undo"]
+    assert _with_teachers(cfg, ["undo", "dfsu-loop"]) == ["dfsu-loop", "undo"]

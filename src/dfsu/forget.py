@@ -41,7 +41,7 @@ from dfsu.rundir import (
     save_config,
     staged_dir,
 )
-from dfsu.stage_table import Recipe
+from dfsu.stage_table import UNDO_TEACHER, Recipe
 from dfsu.stages.seal import seal_public
 
 
@@ -136,6 +136,10 @@ def forget(
     stage.keys["tagger"] = tagger_stage(cfg, out, stage, True)
     if recipe.data == "pseudo":
         pseudo_stages(owner, stage, {recipe.source})
+    if recipe.method == "undo":  # the copy distils from the loop's unlearning
+        loop = FORGET_METHODS["loop"]
+        teacher = Recipe(loop.method, loop.data, cfg.synthesis.source)
+        unlearn_stage(owner, stage, UNDO_TEACHER[recipe.data], teacher)
     merged = unlearn_stage(owner, stage, name, recipe)
     unlearned = paths.unlearned(name)
     measured: dict[str, Any] = {}

@@ -24,6 +24,9 @@ EVAL_FORMAT = 7
 
 # The evaluated models that are no unlearning: each one's stage (and directory).
 TRAINED = {"original": "target", "retrain": "retrain"}
+# The undo rows distil from the LoRA unlearning of the same data (its merged model): the
+# name of that unlearning's stage argument, by data. Its key enters the undo row's.
+UNDO_TEACHER = {"loop": "dfsu-loop", "oracle": "oracle"}
 
 
 class Recipe(NamedTuple):
@@ -105,7 +108,10 @@ def _unlearn(u: Upstream) -> list[Any]:
         raise DfsuError(f"stage unlearn:{u.arg}: no recipe given")
     method, data, source = u.recipe
     upstream = u.keys.get(f"annotate:{source}") if data == "pseudo" else u.keys.get("target")
-    return [upstream, u.keys.get("seal"), method, data, u.keys.get("tagger", "")]
+    keys = [upstream, u.keys.get("seal"), method, data, u.keys.get("tagger", "")]
+    if method == "undo":  # the teacher: the LoRA unlearning of the same data
+        keys.append(u.keys.get(f"unlearn:{UNDO_TEACHER[data]}"))
+    return keys
 
 
 def _evaluate(u: Upstream) -> list[Any]:  # the leak estimate reads the owner's swap pool

@@ -1,14 +1,17 @@
-"""Distil into a perturbed copy (the ``undo`` rows; UNDO, "Distillation Robustifies
-Unlearning", arXiv 2506.06278, with the owner's model itself as the teacher).
+"""Distil into a fresh copy (the ``undo`` rows; UNDO, "Distillation Robustifies Unlearning",
+arXiv 2506.06278).
 
 The LoRA rows hide the values: their adapters learn to stop the model emitting them while the
 weights still hold them (the logit lens, membership and relearning bring them back,
-docs/results.md). Here the model handed back is another one: the owner's weights shrunk
-``unlearning.undo.alpha`` of the way toward a fresh initialisation (``shrink``), then trained
-to match the owner's model's next-token distribution (``losses.teacher_kl``) on text that
-holds none of the values: the owner's public text and the model's own PII-free recitations
-(``distillation_texts``). A value that no distillation text carries is not passed on, and the
-shrink has erased most of what the weights held of it.
+docs/results.md). Here the model handed back is another one: the owner's weights moved
+``unlearning.undo.alpha`` of the way toward a fresh initialisation (``shrink``; 1: a new model),
+then trained to match the next-token distribution (``losses.teacher_kl``) of the LoRA
+unlearning of the same data (``stage_table.UNDO_TEACHER``: dfsu-loop, or the oracle for the
+oracle twin), which no longer emits the values, on text that holds none of them: the owner's
+public text and the model's own PII-free recitations (``distillation_texts``). The copy learns
+what the unlearned model does, not what its weights still hold behind the adapter; distilled
+from the owner's model itself, the teacher's spread over unlikely tokens passed the values on
+(membership 96-98, docs/history.md, "Choosing the undo recipe").
 
 Data:
 - ``loop`` (data-free): a recitation is kept when the run's annotator finds no PII in it and it
@@ -16,9 +19,9 @@ Data:
 - ``oracle``: a recitation is kept when it holds none of the true records' values (the
   evaluator's knowledge; tells the mechanism apart from the discovery).
 
-What it costs: ``unlearning.undo.steps`` optimizer steps of the whole model with the teacher's
-forward beside each (on tiny, 600 steps: about 150 s on 2 cores), against the loop's LoRA
-rounds; at a scale where the owner's public text is a small share of what the model was
+What it costs: the teacher's LoRA unlearning, then ``unlearning.undo.steps`` optimizer steps of
+the whole model with the teacher's forward beside each (on tiny, 600 steps: about 150 s on 2
+cores); at a scale where the owner's public text is a small share of what the model was
 trained on, the student learns less back than it lost (NLI, recitations: measured in
 docs/results.md).
 
@@ -39,6 +42,7 @@ from dfsu.components.batches import collate, pack_documents
 from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
+from dfsu.stage_table import UNDO_TEACHER
 from dfsu.unlearning.result import UnlearnSummary
 
 WARMUP = 20  # optimizer steps of linear warm-up, then linear decay to a twentieth
@@ -98,8 +102,9 @@ def _confirmed(cfg: Any, owner: Any, model: Any, tokenizer: Any, device: Any) ->
 
 
 def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None = None) -> Path:
-    """Stage body of an ``undo`` row: the shrunk copy distilled from the owner's model,
-    saved to ROOT/unlearned/<name>/merged with summary.json and train_log.jsonl."""
+    """Stage body of an ``undo`` row: the shrunk copy distilled from the LoRA unlearning of
+    the same data (``UNDO_TEACHER``, which must have run), saved to
+    ROOT/unlearned/<name>/merged with summary.json and train_log.jsonl."""
     from transformers import AutoModelForCausalLM
 
     from dfsu.evaluation.utility import default_window, perplexity
@@ -107,11 +112,17 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
 
     uu, device = cfg.unlearning.undo, pick_device(cfg.target.device)
     started = time.time()
-    teacher, tokenizer = load_causal_lm(owner.model)
+    taught_by = owner.paths.merged(UNDO_TEACHER[data])
+    if not (taught_by / "model.safetensors").is_file():
+        raise DfsuError(
+            f"undo: no unlearned model to distil from at {taught_by} (the "
+            f"{UNDO_TEACHER[data]} unlearning, which runs before the undo row)"
+        )
+    given, tokenizer = load_causal_lm(owner.model)
+    given.to(device).eval().requires_grad_(False)
+    public, recited, counts = distillation_texts(cfg, owner, given, tokenizer, data, truth, device)
+    teacher, _ = load_causal_lm(taught_by)
     teacher.to(device).eval().requires_grad_(False)
-    public, recited, counts = distillation_texts(
-        cfg, owner, teacher, tokenizer, data, truth, device
-    )
     torch.manual_seed(cfg.seed)
     fresh = AutoModelForCausalLM.from_config(teacher.config)
     student, _ = load_causal_lm(owner.model)
@@ -127,7 +138,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     log = _distil(student, teacher, blocks, rows, pad, uu, random.Random(f"undo-{cfg.seed}"), name)
     student.eval()
     checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
-    ppl = [perplexity(m, tokenizer, checks, window, device=device) for m in (teacher, student)]
+    ppl = [perplexity(m, tokenizer, checks, window, device=device) for m in (given, student)]
     info(f"undo {name}: perplexity {ppl[0]:.3f} -> {ppl[1]:.3f} ({len(checks)} documents)")
     summary = _summary(cfg, name, data, ppl, len(checks), counts, time.time() - started)
     final = owner.paths.unlearned(name)
@@ -215,5 +226,5 @@ def _summary(
         held_texts=0,
         seconds=round(seconds, 1),
         rule="none: the copy after its distillation steps (nothing selects)",
-        distillation={"alpha": uu.alpha, **counts},
+        distillation={"alpha": uu.alpha, "teacher": UNDO_TEACHER[data], **counts},
     )
