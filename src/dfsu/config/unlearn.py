@@ -68,11 +68,12 @@ class DistillConfig:
 class UndoConfig:
     """``unlearning.undo``: the undo rows (a shrunk copy distilled from the owner's model)."""
 
+    # neutral 1.0: only the undo rows read it, and their keys moved with their teacher
     alpha: float = _f(
-        0.9,
+        1.0,
         "how far the copy's weights are moved toward a fresh initialisation before distilling "
         "(0: the owner's weights, 1: a new model)",
-        neutral=0.9,
+        neutral=1.0,
         bounds=(0.0, 1.0),
     )
     steps: int = _f(600, "optimizer steps of distillation", neutral=600, bounds=(1, 10_000_000))

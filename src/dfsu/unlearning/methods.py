@@ -147,8 +147,9 @@ METHODS: dict[str, Method] = {
         Method(
             "undo",
             "undo",
-            "a copy shrunk toward a fresh initialisation, distilled from the model on its "
-            "public text and PII-free recitations (UNDO); no adapter, no ascent",
+            "a copy shrunk toward a fresh initialisation, distilled from the LoRA unlearning "
+            "of the same data (dfsu-loop, or the oracle) on public text and PII-free "
+            "recitations (UNDO); no adapter",
             None,
             update="copy",
             data=("loop", "oracle"),
