@@ -63,7 +63,9 @@ UNDO_FAST = [
 ]
 
 
-def test_undo_writes_a_new_model_distilled_without_the_true_values(trained_micro_run, tmp_path):
+def test_undo_writes_a_new_model_distilled_without_the_true_values(
+    trained_micro_run, tmp_path, capsys
+):
     from conftest import FAST_UNLEARNING
 
     from dfsu.pii.run_records import read_records
@@ -116,6 +118,14 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(trained_micro
     assert summary["method"] == "undo" and summary["data"] == "oracle"
     assert summary["distillation"]["teacher"] == "oracle"
     assert summary["kept_step"] == 4 and summary["checks"][-1]["ppl"] > 0
+    # by hand: the stage command says what it did in one line (a copy has no PII-token checks)
+    from dfsu.cli import main
+
+    capsys.readouterr()
+    argv = ["--quiet", "unlearn", "--run", str(run), "--method", "undo", "--data", "oracle"]
+    assert main([*argv, *UNDO_FAST, *FAST_UNLEARNING]) == 0
+    said = capsys.readouterr().err
+    assert "undo-oracle: 4 steps" in said and "perplexity" in said and "PII-token" not in said
 
 
 def test_forget_by_undo_hands_back_a_new_model_and_no_adapter(trained_micro_run, tmp_path):

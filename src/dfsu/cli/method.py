@@ -210,11 +210,12 @@ def cmd_unlearn(args: argparse.Namespace) -> int:
         recipe=Recipe(args.method, args.data, source),
     )
     summary = json.loads(paths.unlearned_summary(name).read_text())
-    kept = summary["kept_check"]
-    print(
+    kept, first = summary["kept_check"], summary["checks"][0]
+    line = (
         f"{out}: {summary['steps']} steps ({summary['stop_reason']}); kept step "
-        f"{summary['kept_step']}: perplexity {summary['start_ppl']:.2f} -> {kept['ppl']:.2f}, "
-        f"held-out PII-token loss {summary['checks'][0]['pii_loss']:.2f} -> {kept['pii_loss']:.2f}",
-        file=sys.stderr,
+        f"{summary['kept_step']}: perplexity {summary['start_ppl']:.2f} -> {kept['ppl']:.2f}"
     )
+    if "pii_loss" in first and "pii_loss" in kept:  # the undo copy has no PII-token checks
+        line += f", held-out PII-token loss {first['pii_loss']:.2f} -> {kept['pii_loss']:.2f}"
+    print(line, file=sys.stderr)
     return 0
