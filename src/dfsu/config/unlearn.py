@@ -66,7 +66,8 @@ class DistillConfig:
 
 @dataclass
 class UndoConfig:
-    """``unlearning.undo``: the undo rows (a shrunk copy distilled from the owner's model)."""
+    """``unlearning.undo``: the undo rows (a copy distilled from the LoRA unlearning of the same
+    data, ``stage_table.UNDO_TEACHER``)."""
 
     # neutral 1.0: only the undo rows read it, and their keys moved with their teacher
     alpha: float = _f(
@@ -371,7 +372,8 @@ class UnlearnConfig:
         default_factory=LoopConfig, metadata={"help": "the loop rows (dfsu-loop, distill-loop)"}
     )
     undo: UndoConfig = field(
-        default_factory=UndoConfig, metadata={"help": "the undo rows (distilled shrunk copy)"}
+        default_factory=UndoConfig,
+        metadata={"help": "the undo rows (a copy distilled from the LoRA unlearning)"},
     )
 
     def __post_init__(self) -> None:
