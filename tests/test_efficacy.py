@@ -173,14 +173,22 @@ def test_the_self_bound_keeps_a_check_within_it(memorizing_run):
 @pytest.mark.slow
 def test_the_loops_checks_read_the_collapse_guard(memorizing_run):
     """``unlearning.loop.max_degenerate`` (on by default): every check of every round of the
-    shipped loop measures the share of degenerate samples, and no round keeps a check above
-    the guard or its start (breaks: a guard left unmeasured, or kept past)."""
+    shipped loop within the round's perplexity bound measures the share of degenerate
+    samples (a check past it is refused whatever its guard reads: no guard draw), and no
+    round keeps a check above the guard or its start (breaks: a guard left unmeasured where
+    it decides, or kept past)."""
     cfg, run, _ = memorizing_run
     paths = RunPaths(run)
     summary = json.loads(paths.unlearned_summary("dfsu-loop").read_text())
     log = [json.loads(line) for line in (paths.unlearned("dfsu-loop") / "train_log.jsonl").open()]
     checks = [e["check"] for e in log if "check" in e]
-    assert checks and all(0 <= c["degenerate"] <= 100 for c in checks), checks
+    guarded = [c for c in checks if "degenerate" in c]
+    assert guarded and all(0 <= c["degenerate"] <= 100 for c in guarded), checks
+    uc = cfg.unlearning  # the tightest round bound: the first's, with the bound spread
+    share = uc.max_ppl_increase / (uc.loop.rounds if uc.loop.spread_bound else 1)
+    tightest = summary["rounds"][0]["ppl"] * (1 + share)
+    unguarded = [c for c in checks if "degenerate" not in c]
+    assert all(c["ppl"] > tightest for c in unguarded), (tightest, unguarded)
     limit = cfg.unlearning.loop.max_degenerate
     assert summary["kept_check"]["degenerate"] <= max(limit, summary["checks"][0]["degenerate"])
 

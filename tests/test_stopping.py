@@ -6,7 +6,14 @@ import torch
 
 from dfsu.config import UnlearnConfig
 from dfsu.unlearning.methods import METHODS, Terms
-from dfsu.unlearning.stopping import StopRule, confirmed_check, decide, kept_check
+from dfsu.unlearning.stopping import (
+    StopRule,
+    bound_crossed,
+    confirmed_check,
+    decide,
+    kept_check,
+    within,
+)
 
 
 def _checks(*ppl_loss: tuple[float, float], backtrack_at: tuple[int, ...] = ()) -> list[dict]:
@@ -246,3 +253,19 @@ def test_the_guard_reads_the_garbled_share_when_the_loop_limits_it():
     assert "more than 20 % of the guard's samples garbled" in bound_crossed(
         checks[2], rule, 0.1, None
     )
+
+
+def test_a_check_past_the_perplexity_bound_needs_no_guard_figures():
+    """A check past the perplexity bound is refused before its guard is read, so the checker
+    may leave its guard draw out there (breaks: the guard read first, a KeyError; or a check
+    past the bound kept or said within)."""
+    rule = StopRule(10.0, max_degenerate=20.0, backtracks=1)
+    checks = [
+        {"ppl": 9.0, "pii_loss": 1.0, "degenerate": 0.0},
+        {"ppl": 11.0, "pii_loss": 5.0},  # past the bound: no guard draw taken
+        {"ppl": 9.5, "pii_loss": 3.0, "degenerate": 30.0},  # within perplexity, collapsed
+    ]
+    assert not within(checks[1], rule) and not within(checks[2], rule)
+    assert kept_check(checks, rule) == 0
+    assert decide(checks[:2], rule).action == "backtrack"
+    assert bound_crossed(checks[1], rule, 0.1, None) == "perplexity rose more than 10%"

@@ -12,7 +12,10 @@ MAX_PREFIX_TOKENS = 4096  # evaluation.prefix tokens:N
 # `dfsu forget`'s attacks: the strongest of each kind measured on a tiny target (seed 7, one
 # run): quant:8 gave back 0 % of what unlearning removed where quant:4 gave 2 %, the LoRA
 # relearning 4 % where full relearning gave 8 %; together they cost 59 of forget's 380 s.
-FORGET_ATTACKS = ("quant:4", "relearn:60")
+# `dfsu forget`'s weight attacks: relearning, the one that undid the loop's forgetting (quant:4
+# brought back 0-3 % of what unlearning removed on every forget run measured and cost ~18 s
+# of ~280: one flag away, leak.attacks=[quant:4,relearn:60]; docs/results.md)
+FORGET_ATTACKS = ("relearn:60",)
 
 
 @dataclass

@@ -79,15 +79,19 @@ class Checker:
         """A copy whose proxy reads ``data``'s held-out share (a dfsu-loop round's)."""
         return dataclasses.replace(self, held=data.held)
 
-    def check(self, step: int, epoch: float) -> dict[str, Any]:
-        """One check's figures; leaves the model in training mode."""
+    def check(self, step: int, epoch: float, bound: float | None = None) -> dict[str, Any]:
+        """One check's figures; leaves the model in training mode. ``bound``: the run's
+        perplexity bound, when known: a check past it is beyond the bounds whatever its
+        guard reads (``stopping.within`` reads perplexity first), so its guard draw, the
+        costliest part of a check, is not taken."""
         setup = self.setup
         loop = setup.loop
         unwrapped = loop.unwrapped()
         ppl = perplexity_of(unwrapped, self.check_pieces, self.pad, device=loop.device)
         proxy = pii_token_loss(unwrapped, self.held, self.pad, loop.device)
         result = {"step": step, "epoch": round(epoch, 3), "ppl": ppl, "pii_loss": proxy}
-        if self.guard is not None:
+        past = bound is not None and ppl > bound
+        if self.guard is not None and not past:
             draw = self.meter(unwrapped, setup.tokenizer, loop.device, limit=self.guard)
             result["degenerate"] = draw.estimate["degenerate"]
             if setup.uc.loop.max_garbled is not None:

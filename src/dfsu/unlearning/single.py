@@ -241,7 +241,7 @@ def train_steps(
             step += 1
             entry: dict[str, Any] = {"step": step, "epoch": epoch, **loop.step(micros, loss_of)}
             if step % every == 0 or step == total:
-                entry["check"] = now = checker.check(step, step / per_epoch)
+                entry["check"] = now = checker.check(step, step / per_epoch, rule.bound)
                 checks.append(now)
                 decision = _follow(loop, checks, states, rule, entry, prune=confirm is None)
                 if decision.reason == "plateau":

@@ -50,15 +50,17 @@ class Decision:
 
 
 def within(check: Check, rule: StopRule) -> bool:
+    """Whether ``check`` is within every bound; perplexity is read first (a check past it
+    carries no guard figures, ``Checker.check``)."""
+    if check["ppl"] > rule.bound:
+        return False
     if rule.min_recited is not None and check["recited"] < rule.min_recited:
         return False
     if rule.self_bound is not None and check["self_ppl"] > rule.self_bound:
         return False
     if rule.max_degenerate is not None and check["degenerate"] > rule.max_degenerate:
         return False
-    if rule.max_garbled is not None and check["garbled"] > rule.max_garbled:
-        return False
-    return check["ppl"] <= rule.bound
+    return rule.max_garbled is None or check["garbled"] <= rule.max_garbled
 
 
 def recitation_floor(start: float | None, max_loss: float | None) -> float | None:
