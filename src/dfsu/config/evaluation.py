@@ -9,12 +9,10 @@ from dataclasses import dataclass
 from dfsu.config.fields import MAX_NEW_TOKENS, _check, _check_ranges, _f
 
 MAX_PREFIX_TOKENS = 4096  # evaluation.prefix tokens:N
-# `dfsu forget`'s attacks: the strongest of each kind measured on a tiny target (seed 7, one
-# run): quant:8 gave back 0 % of what unlearning removed where quant:4 gave 2 %, the LoRA
-# relearning 4 % where full relearning gave 8 %; together they cost 59 of forget's 380 s.
-# `dfsu forget`'s weight attacks: relearning, the one that undid the loop's forgetting (quant:4
-# brought back 0-3 % of what unlearning removed on every forget run measured and cost ~18 s
-# of ~280: one flag away, leak.attacks=[quant:4,relearn:60]; docs/results.md)
+# `dfsu forget`'s weight attacks: relearning, the strongest measured on a tiny target (full
+# relearning gave back 8 % of what unlearning removed where the LoRA relearning gave 4 %).
+# quant:4 brought back 0-3 % on each of seven forget runs and cost ~18 s of ~280: one setting
+# away, leak.attacks=[quant:4,relearn:60] (docs/history.md, "`dfsu forget`'s time").
 FORGET_ATTACKS = ("relearn:60",)
 
 
