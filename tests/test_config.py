@@ -210,6 +210,7 @@ def test_an_older_runs_stored_config_loads_and_dumps_the_new_layout(tmp_path):
             "retain_self",
             "retain_self_copies",
             "project_retain",
+            "enough",
         }
     }
     for group in ("npo", "distill", "loop"):

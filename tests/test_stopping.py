@@ -269,3 +269,30 @@ def test_a_check_past_the_perplexity_bound_needs_no_guard_figures():
     assert kept_check(checks, rule) == 0
     assert decide(checks[:2], rule).action == "backtrack"
     assert bound_crossed(checks[1], rule, 0.1, None) == "perplexity rose more than 10%"
+
+
+def test_the_loop_stops_once_a_round_brings_the_estimate_low_enough():
+    """``unlearning.loop.enough``: after a round that lowered the estimate to at most that
+    share of round 0's, the loop stops and keeps it; above it, or off, it goes on (breaks:
+    the share ignored, read against the previous round, or taken from a round that did not
+    lower the estimate)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from dfsu.unlearning.loop import _verdict
+    from dfsu.unlearning.result import Round
+
+    def state(*counts: int) -> SimpleNamespace:
+        rounds = [Round(i, c, 0, 0.0, {}, {}, 0, 0, "", 4.0) for i, c in enumerate(counts)]
+        return SimpleNamespace(rounds=rounds)
+
+    uc = UnlearnConfig()
+    assert uc.loop.enough == 0.03
+    trained = SimpleNamespace(keep=1)
+    reason, best, _ = _verdict(state(200, 12, 6), 2, trained, uc)  # 3.0 % of round 0's
+    assert best.round == 2 and "fell to 3.0% of round 0's" in reason
+    assert _verdict(state(200, 12, 7), 2, trained, uc)[0] is None  # 3.5 %: on
+    assert _verdict(state(200, 5, 6), 2, trained, uc)[0] == "the leak estimate stopped falling"
+    off = dataclasses.replace(uc, loop=dataclasses.replace(uc.loop, enough=None))
+    assert _verdict(state(200, 12, 6), 2, trained, off)[0] is None
+    assert _verdict(state(200), 0, trained, uc)[0] is None  # round 0 itself never stops it

@@ -112,6 +112,14 @@ class LoopConfig:
         bounds=(0, 100),
     )
     steps: int = _f(60, "most optimizer steps of each round", bounds=(1, 1_000_000))
+    enough: float | None = _f(
+        0.03,
+        "the loop also stops after a round that lowered the leak estimate to at most this "
+        "share of round 0's (in the 33 loop runs on record, no round after such a round "
+        "lowered it further: the same kept round, up to a round sooner); null: off",
+        neutral=None,
+        bounds=(0.0, 1.0),
+    )
     lr: float | None = _f(
         1e-3,
         "the loop rows' learning rate (with null_space the constrained adapters move slowly "

@@ -36,10 +36,11 @@ def loop_rounds(
     """dfsu-loop: estimate the leak of the current model (round 0: the original); unlearn
     the model's own samples that emit a consistent value (those values' tokens and the
     annotator's spans ascended, the rest descended) for at most ``unlearning.loop.steps``
-    steps within the original model's perplexity bound; again, until the estimate reaches 0,
-    stops falling, no step of a round stays within the bound, or ``unlearning.loop.rounds``
-    are spent. With ``unlearning.loop.alternatives`` each round also descends on what the
-    model as given writes where the values were (``alternatives``). A round whose samples are
+    steps within the original model's perplexity bound; again, until the estimate reaches 0
+    or ``unlearning.loop.enough`` of round 0's, stops falling, no step of a round stays
+    within the bound, or ``unlearning.loop.rounds`` are spent. With
+    ``unlearning.loop.alternatives`` each round also descends on what the model as given
+    writes where the values were (``alternatives``). A round whose samples are
     mostly degenerate (``leak.DEGENERATE_LIMIT``: collapse, not forgetting), or with
     ``unlearning.loop.max_garbled`` more garbled than that (``_unsound``), is never kept; the
     loop goes back to the best round and on at half the learning rate, ``LOOP_RETRIES`` times.
@@ -153,9 +154,18 @@ def _verdict(state: RoundLog, number: int, trained: UnlearnResult, uc: UnlearnCo
         reason = "the leak estimate stopped falling"
     elif number > 0 and trained.keep == 0:
         reason = "no step of the round stayed within the bounds"
+    elif number > 0 and _enough(record.consistent, first.consistent, uc.loop.enough):
+        share = record.consistent / first.consistent
+        reason = f"the leak estimate fell to {share:.1%} of round 0's (unlearning.loop.enough)"
     elif number >= uc.loop.rounds:
         reason = f"{uc.loop.rounds} rounds spent"
     return reason, best, collapsed
+
+
+def _enough(consistent: int, first: int, share: float | None) -> bool:
+    """Whether a round's estimate is low enough to stop on: at most ``share`` of round 0's
+    (pure; None: never)."""
+    return share is not None and first > 0 and consistent <= share * first
 
 
 def _kept(
