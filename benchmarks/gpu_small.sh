@@ -13,9 +13,9 @@
 # ROWS and CONFIG override the rows and the config; extra settings go in SETTINGS, e.g.
 # SETTINGS="evaluation.attacks=[relearn:60]" (the default). Runs `python -m dfsu.cli`, so
 # PYTHONPATH=src is enough where the package is not installed (Faker, rapidfuzz and
-# python-crfsuite must be importable: install their wheels first where the image lacks them). The table: each seed's stage
-# seconds, tokens/s and MFU (RUN/profile.json), the wall time, and the rows' E-Hit, retain_EM,
-# perplexity and NLI (RUN/results.json); benchmarks/gpu_small.py prints it.
+# python-crfsuite must be importable: install their wheels first where the image lacks them).
+# The table: each seed's stage seconds, tokens/s and MFU (RUN/profile.json), the wall time,
+# and the rows' E-Hit, retain_EM, perplexity and NLI (RUN/results.json); gpu_small.py prints it.
 set -euo pipefail
 
 cmd=${1:-run}
