@@ -121,6 +121,10 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     given, tokenizer = load_causal_lm(owner.model)
     given.to(device).eval().requires_grad_(False)
     public, recited, counts = distillation_texts(cfg, owner, given, tokenizer, data, truth, device)
+    checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
+    window = default_window(given)
+    before = perplexity(given, tokenizer, checks, window, device=device)
+    del given  # read no further: the teacher and the student alone stay in memory
     teacher, _ = load_causal_lm(taught_by)
     teacher.to(device).eval().requires_grad_(False)
     torch.manual_seed(cfg.seed)
@@ -130,15 +134,14 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     del fresh
     student.to(device).train().requires_grad_(True)
 
-    eos, window = tokenizer.eos_token_id, default_window(teacher)
+    eos = tokenizer.eos_token_id
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
     blocks = pack_documents(docs, min(uu.block_size, window), eos)
     rows = [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in recited]
     pad = tokenizer.pad_token_id or 0
     log = _distil(student, teacher, blocks, rows, pad, uu, random.Random(f"undo-{cfg.seed}"), name)
     student.eval()
-    checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
-    ppl = [perplexity(m, tokenizer, checks, window, device=device) for m in (given, student)]
+    ppl = [before, perplexity(student, tokenizer, checks, window, device=device)]
     info(f"undo {name}: perplexity {ppl[0]:.3f} -> {ppl[1]:.3f} ({len(checks)} documents)")
     summary = _summary(cfg, name, data, ppl, len(checks), counts, time.time() - started)
     final = owner.paths.unlearned(name)
