@@ -167,3 +167,51 @@ def test_an_undo_row_has_its_teacher_unlearned_before_it_asked_for_or_not():
     ]
     assert _with_teachers(cfg, ["dfsu-loop", "oracle", "undo"]) == ["dfsu-loop", "oracle", "undo"]
     assert _with_teachers(cfg, ["undo", "dfsu-loop"]) == ["dfsu-loop", "undo"]
+
+
+class _Logits(torch.nn.Module):
+    """A stand-in causal LM: each token's logits are its embedding row."""
+
+    def __init__(self, vocab: int = 7):
+        super().__init__()
+        self.table = torch.nn.Embedding(vocab, vocab)
+
+    def forward(self, input_ids, attention_mask):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(logits=self.table(input_ids))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_the_copy_matches_the_teachers_logits_divided_by_the_temperature(temperature):
+    import random
+    from types import SimpleNamespace
+
+    import dfsu.unlearning.losses as losses
+    from dfsu.unlearning.undo import _distil
+
+    torch.manual_seed(0)
+    student, teacher = _Logits(), _Logits()
+    targets = []
+    real = losses.teacher_kl
+
+    def spy(logits, target, valid):
+        targets.append(target)
+        return real(logits, target, valid)
+
+    uu = SimpleNamespace(steps=1, lr=1e-3, batch_size=1, temperature=temperature)
+    block = [1, 2, 3, 4]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(losses, "teacher_kl", spy)
+        _distil(student, teacher, [block], [], 0, uu, random.Random(0), "t")
+    expected = teacher.table(torch.tensor([block]))[:, :-1] / temperature
+    assert len(targets) == 1 and torch.equal(targets[0], expected.detach())
+
+
+def test_the_teachers_temperature_is_checked():
+    from dfsu.config.unlearn import UndoConfig
+
+    for bad in (0.0, -1.0, 1.5, float("nan")):
+        with pytest.raises(DfsuError, match="unlearning.undo.temperature"):
+            UndoConfig(temperature=bad)
+    assert UndoConfig(temperature=0.25).temperature == 0.25

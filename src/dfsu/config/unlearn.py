@@ -94,11 +94,22 @@ class UndoConfig:
         bounds=(0, 1_000_000),
     )
     recitation_tokens: int = _f(24, "tokens per recitation", neutral=24, bounds=(2, MAX_NEW_TOKENS))
+    temperature: float = _f(
+        1.0,
+        "the teacher's logits are divided by it before the copy matches them (below 1: its "
+        "spread over unlikely tokens, which carries what its weights still hold, is cut)",
+        neutral=1.0,
+    )
 
     def __post_init__(self) -> None:
         _check_ranges(self, "unlearning.undo.")
         _check(
             math.isfinite(self.lr) and self.lr > 0, "unlearning.undo.lr", "must be finite and > 0"
+        )
+        _check(
+            math.isfinite(self.temperature) and 0 < self.temperature <= 1,
+            "unlearning.undo.temperature",
+            "must be in (0, 1]",
         )
 
 

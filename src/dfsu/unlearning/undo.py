@@ -164,8 +164,9 @@ def _distil(
     order: random.Random,
     name: str,
 ) -> list[dict[str, Any]]:
-    """``uu.steps`` AdamW steps of KL(teacher || student): each on ``uu.batch_size`` blocks
-    of public text and half as many recitations (``rows``); the log every 50 steps."""
+    """``uu.steps`` AdamW steps of KL(teacher || student), the teacher's logits divided by
+    ``uu.temperature``: each on ``uu.batch_size`` blocks of public text and half as many
+    recitations (``rows``); the log every 50 steps."""
     from dfsu.ui import progress_bar
     from dfsu.unlearning.losses import teacher_kl
 
@@ -180,7 +181,7 @@ def _distil(
         ids = tensors["input_ids"].to(device)
         mask = tensors["attention_mask"].to(device)
         with torch.no_grad():
-            target = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1]
+            target = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1] / uu.temperature
         logits = student(input_ids=ids, attention_mask=mask).logits[:, :-1]
         return teacher_kl(logits, target, mask[:, 1:].float())
 
