@@ -215,3 +215,19 @@ def test_the_teachers_temperature_is_checked():
         with pytest.raises(DfsuError, match="unlearning.undo.temperature"):
             UndoConfig(temperature=bad)
     assert UndoConfig(temperature=0.25).temperature == 0.25
+
+
+def test_with_no_recitations_the_copy_draws_nothing_to_keep_out(monkeypatch):
+    from types import SimpleNamespace
+
+    import dfsu.unlearning.undo as undo
+
+    def never(*args, **kwargs):
+        raise AssertionError("a leak estimate drawn for no recitation")
+
+    monkeypatch.setattr(undo, "_confirmed", never)
+    cfg = SimpleNamespace(unlearning=SimpleNamespace(undo=SimpleNamespace(recitations=0)))
+    owner = SimpleNamespace(public_texts=lambda: ["some public text"])
+    public, kept, counts = undo.distillation_texts(cfg, owner, None, None, "loop", None, "cpu")
+    assert public == ["some public text"] and kept == []
+    assert counts == {"public_texts": 1, "recited": 0, "kept": 0}

@@ -82,7 +82,9 @@ def distillation_texts(
         recited = branch_recitations(
             model, tokenizer, first, RECITE_BRANCHES, uu.recitation_tokens, device
         )
-    if data == "oracle":
+    if not recited:  # nothing to filter: no search for the values to keep out
+        kept = []
+    elif data == "oracle":
         values = [s.value for r in truth or [] for s in r.spans]
         kept = kept_texts(recited, values)
     else:
