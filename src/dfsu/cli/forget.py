@@ -39,9 +39,9 @@ def add_forget_parser(sub: Any) -> None:
         default="loop",
         choices=list(FORGET_METHODS),
         help="loop: rounds on what the leak estimate extracts from the model (default); "
-        "undo: the loop, then a new model distilled from the loop's on your public text and "
-        "its PII-free recitations (removes rather than hides; costs the loop's time again and "
-        "what the public text does not teach back); inversion: the paper's pseudo-PII by logit "
+        "undo: the loop, then a new model distilled from the loop's on your public text "
+        "(removes rather than hides; costs more time and what the public text does not teach "
+        "back); inversion: the paper's pseudo-PII by logit "
         "inversion; self/free/candidates: other pseudo sources",
     )
     fg.add_argument(

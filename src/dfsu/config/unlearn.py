@@ -87,15 +87,16 @@ class UndoConfig:
     )
     block_size: int = _f(128, "tokens per block of public text", neutral=128, bounds=(8, 65_536))
     recitations: int = _f(
-        256,
+        0,
         "texts the recitation search finds from the start-of-text token; those kept (no PII, "
-        "no value found) are distilled beside the public text; 0: public text only",
+        "no value found) are distilled beside the public text; 0: public text only (they "
+        "taught back more membership than public records, docs/history.md)",
         neutral=256,
         bounds=(0, 1_000_000),
     )
     recitation_tokens: int = _f(24, "tokens per recitation", neutral=24, bounds=(2, MAX_NEW_TOKENS))
     temperature: float = _f(
-        1.0,
+        0.8,
         "the teacher's logits are divided by it before the copy matches them (below 1: its "
         "spread over unlikely tokens, which carries what its weights still hold, is cut)",
         neutral=1.0,

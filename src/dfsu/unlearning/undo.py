@@ -7,20 +7,23 @@ docs/results.md). Here the model handed back is another one: the owner's weights
 ``unlearning.undo.alpha`` of the way toward a fresh initialisation (``shrink``; 1: a new model),
 then trained to match the next-token distribution (``losses.teacher_kl``) of the LoRA
 unlearning of the same data (``stage_table.UNDO_TEACHER``: dfsu-loop, or the oracle for the
-oracle twin), which no longer emits the values, on text that holds none of them: the owner's
-public text and the model's own PII-free recitations (``distillation_texts``). The copy learns
+oracle twin), which no longer emits the values, its logits divided by
+``unlearning.undo.temperature`` (below 1 its spread over unlikely tokens, which carries what
+its weights still hold, is cut), on text that holds none of them: the owner's public text and,
+with ``unlearning.undo.recitations``, the model's own PII-free recitations
+(``distillation_texts``; off by default: they taught back membership). The copy learns
 what the unlearned model does, not what its weights still hold behind the adapter; distilled
 from the owner's model itself, the teacher's spread over unlikely tokens passed the values on
 (membership 96-98, docs/history.md, "Choosing the undo recipe").
 
-Data:
+Recitations, when on:
 - ``loop`` (data-free): a recitation is kept when the run's annotator finds no PII in it and it
   holds no value the leak estimate's select draw confirmed;
 - ``oracle``: a recitation is kept when it holds none of the true records' values (the
   evaluator's knowledge; tells the mechanism apart from the discovery).
 
 What it costs: the teacher's LoRA unlearning, then ``unlearning.undo.steps`` optimizer steps of
-the whole model with the teacher's forward beside each (on tiny, 600 steps: about 150 s on 2
+the whole model with the teacher's forward beside each (on tiny, 600 steps: about 115 s on 2
 cores); at a scale where the owner's public text is a small share of what the model was
 trained on, the student learns less back than it lost (NLI, recitations: measured in
 docs/results.md).
