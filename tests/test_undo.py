@@ -59,6 +59,8 @@ UNDO_FAST = [
     "unlearning.undo.steps=4",
     "unlearning.undo.batch_size=2",
     "unlearning.undo.recitations=32",
+    "unlearning.undo.samples=16",
+    "unlearning.undo.sample_tokens=16",
     "unlearning.eval_docs=5",
 ]
 
@@ -93,20 +95,32 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
         loaded.append(Path(path).resolve())
         return real_load(path)
 
+    import dfsu.unlearning.losses as losses
+
+    real_kl, hards = losses.teacher_kl, []
+
+    def kl(*args):
+        hards.append(args[4] if len(args) > 4 else None)
+        return real_kl(*args)
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(undo, "distillation_texts", spy)
         mp.setattr(undo, "load_causal_lm", load)
+        mp.setattr(losses, "teacher_kl", kl)
         out = unlearn(cfg, run, "undo", "oracle")
+    # each of the 4 steps: public text, recitations, then own samples at half hard labels
+    assert hards == [0.0, 0.0, 0.5] * 4
     assert out.name == "undo-oracle"
     # the teacher is the oracle's unlearned model, not the owner's; the owner's is read for
     # the recitations and as the student's starting weights
     given = RunPaths(run).sealed_model.resolve()
     assert loaded.count((teacher / "merged").resolve()) == 1 and loaded.count(given) == 2
     assert sorted(p.name for p in out.iterdir()) == ["merged", "summary.json", "train_log.jsonl"]
-    public, recited, counts = seen["texts"]
+    public, recited, own, counts = seen["texts"]
     values = [s.value.casefold() for r in read_records(run) for s in r.spans]
-    assert public and counts["recited"] >= len(recited)
-    assert not [t for t in recited if any(v in t.casefold() for v in values)]
+    assert public and counts["recited"] >= len(recited) and counts["sampled"] == 16
+    assert recited and own and counts["samples_kept"] == len(own)
+    assert not [t for t in recited + own if any(v in t.casefold() for v in values)]
     original, _ = load_causal_lm(run / "target")
     copy, _ = load_causal_lm(out / "merged")
     moved = [
@@ -195,9 +209,9 @@ def test_the_copy_matches_the_teachers_logits_divided_by_the_temperature(tempera
     targets = []
     real = losses.teacher_kl
 
-    def spy(logits, target, valid):
+    def spy(logits, target, valid, *rest):
         targets.append(target)
-        return real(logits, target, valid)
+        return real(logits, target, valid, *rest)
 
     uu = SimpleNamespace(steps=1, lr=1e-3, batch_size=1, temperature=temperature)
     block = [1, 2, 3, 4]
@@ -217,7 +231,7 @@ def test_the_teachers_temperature_is_checked():
     assert UndoConfig(temperature=0.25).temperature == 0.25
 
 
-def test_with_no_recitations_the_copy_draws_nothing_to_keep_out(monkeypatch):
+def test_with_no_recitations_or_samples_the_copy_draws_nothing_to_keep_out(monkeypatch):
     from types import SimpleNamespace
 
     import dfsu.unlearning.undo as undo
@@ -226,8 +240,28 @@ def test_with_no_recitations_the_copy_draws_nothing_to_keep_out(monkeypatch):
         raise AssertionError("a leak estimate drawn for no recitation")
 
     monkeypatch.setattr(undo, "_confirmed", never)
-    cfg = SimpleNamespace(unlearning=SimpleNamespace(undo=SimpleNamespace(recitations=0)))
+    uu = SimpleNamespace(recitations=0, samples=0)
+    cfg = SimpleNamespace(unlearning=SimpleNamespace(undo=uu))
     owner = SimpleNamespace(public_texts=lambda: ["some public text"])
-    public, kept, counts = undo.distillation_texts(cfg, owner, None, None, "loop", None, "cpu")
-    assert public == ["some public text"] and kept == []
-    assert counts == {"public_texts": 1, "recited": 0, "kept": 0}
+    texts = undo.distillation_texts(cfg, owner, None, None, "loop", None, "cpu")
+    public, kept, own, counts = texts
+    assert public == ["some public text"] and kept == own == []
+    assert counts == {"public_texts": 1, "recited": 0, "kept": 0, "sampled": 0, "samples_kept": 0}
+
+
+def test_an_own_samples_target_is_part_the_sampled_token_part_the_teacher():
+    torch.manual_seed(0)
+    teacher = torch.randn(1, 3, 5)
+    tokens = torch.tensor([[2, 0, 4]])
+    valid = torch.ones(1, 3)
+    mixed = 0.5 * teacher.softmax(-1) + 0.5 * torch.nn.functional.one_hot(tokens, 5)
+    # the student that predicts the mixture exactly is at zero; the teacher itself is not
+    assert teacher_kl(mixed.log(), teacher, valid, tokens, 0.5).item() == pytest.approx(0, abs=1e-6)
+    assert teacher_kl(teacher, teacher, valid, tokens, 0.5).item() > 0.05
+    # hard 1: the sampled token's cross-entropy; hard 0 (or no tokens): the teacher alone
+    student = torch.randn(1, 3, 5)
+    ce = torch.nn.functional.cross_entropy(student[0], tokens[0])
+    assert teacher_kl(student, teacher, valid, tokens, 1.0).item() == pytest.approx(
+        ce.item(), rel=1e-4
+    )
+    assert teacher_kl(student, teacher, valid, tokens, 0.0) == teacher_kl(student, teacher, valid)

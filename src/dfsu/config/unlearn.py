@@ -95,6 +95,22 @@ class UndoConfig:
         bounds=(0, 1_000_000),
     )
     recitation_tokens: int = _f(24, "tokens per recitation", neutral=24, bounds=(2, MAX_NEW_TOKENS))
+    samples: int = _f(
+        0,
+        "unprompted samples drawn from the owner's model; those kept (no PII, no value found) "
+        "are distilled beside the public text, each position's target part the sampled token "
+        "(``undo.hard``), part the teacher's: what brings public records back; 0: none",
+        neutral=0,
+        bounds=(0, 1_000_000),
+    )
+    sample_tokens: int = _f(64, "tokens per own sample", neutral=64, bounds=(2, MAX_NEW_TOKENS))
+    hard: float = _f(
+        0.5,
+        "the sampled token's share of an own sample's target at each position (the rest: the "
+        "teacher's distribution)",
+        neutral=0.5,
+        bounds=(0.0, 1.0),
+    )
     temperature: float = _f(
         0.8,
         "the teacher's logits are divided by it before the copy matches them (below 1: its "

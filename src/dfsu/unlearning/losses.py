@@ -160,10 +160,21 @@ def distill_objective(
 
 
 def teacher_kl(
-    logits: torch.Tensor, teacher_logits: torch.Tensor, valid_mask: torch.Tensor, eps: float = 1e-8
+    logits: torch.Tensor,
+    teacher_logits: torch.Tensor,
+    valid_mask: torch.Tensor,
+    targets: torch.Tensor | None = None,
+    hard: float = 0.0,
+    eps: float = 1e-8,
 ) -> torch.Tensor:
-    """Distillation: the mean over valid positions of KL(teacher || student), each
-    position's distributions the softmax of its logits ([B, T, V] each, ``valid_mask`` [B, T])."""
+    """Distillation: the mean over valid positions of KL(target || student), each
+    position's distributions the softmax of its logits ([B, T, V] each, ``valid_mask`` [B, T]);
+    the target the teacher's, or with ``targets`` ([B, T] token ids) and ``hard`` > 0,
+    ``hard`` x onehot(target token) + (1 - ``hard``) x the teacher's."""
     target = torch.log_softmax(teacher_logits.float(), dim=-1)
+    if targets is not None and hard > 0:
+        probs = target.exp() * (1 - hard)
+        probs.scatter_add_(-1, targets.unsqueeze(-1), torch.full_like(probs[..., :1], hard))
+        target = probs.clamp_min(1e-30).log()
     log_p = torch.log_softmax(logits.float(), dim=-1)
     return _masked_mean(_kl(target, log_p), valid_mask, eps)

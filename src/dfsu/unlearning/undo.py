@@ -68,11 +68,13 @@ def kept_texts(texts: Sequence[str], values: Sequence[str]) -> list[str]:
 
 def distillation_texts(
     cfg: Any, owner: Any, model: Any, tokenizer: Any, data: str, truth: list | None, device: Any
-) -> tuple[list[str], list[str], dict[str, int]]:
-    """(the owner's public texts, the recitations kept, counts for summary.json)."""
+) -> tuple[list[str], list[str], list[str], dict[str, int]]:
+    """(the owner's public texts, the recitations kept, the own samples kept, counts for
+    summary.json). A recitation or sample is kept when it holds no value: for ``loop`` (data-
+    free) the annotator finds no PII in it and it holds no value the leak estimate's select
+    draw confirms; for ``oracle`` it holds no true value."""
     from dfsu.config import RECITE_BRANCHES
-    from dfsu.evaluation.sampler import branch_recitations
-    from dfsu.pii.annotators import pii_free
+    from dfsu.evaluation.sampler import branch_recitations, unprompted_samples
     from dfsu.ui import info
 
     uu = cfg.unlearning.undo
@@ -85,16 +87,47 @@ def distillation_texts(
         recited = branch_recitations(
             model, tokenizer, first, RECITE_BRANCHES, uu.recitation_tokens, device
         )
-    if not recited:  # nothing to filter: no search for the values to keep out
-        kept = []
-    elif data == "oracle":
+    sampled: list[str] = []
+    if uu.samples:
+        seed = cfg.seed + SAMPLE_SEED
+        sampled = unprompted_samples(
+            model, tokenizer, uu.samples, uu.sample_tokens, SAMPLE_TOP_P, seed, device
+        )
+    keep = _value_free(cfg, owner, model, tokenizer, data, truth, device, recited + sampled)
+    kept, own = keep(recited), keep(sampled)
+    info(
+        f"undo: {len(kept)} of {len(recited)} recitations, {len(own)} of {len(sampled)} own "
+        "samples kept"
+    )
+    counts = {"public_texts": len(public), "recited": len(recited), "kept": len(kept)}
+    return public, kept, own, counts | {"sampled": len(sampled), "samples_kept": len(own)}
+
+
+SAMPLE_SEED = 11  # the own samples' draw: seeded from the run's seed plus this
+SAMPLE_TOP_P = 0.95
+
+
+def _value_free(
+    cfg: Any,
+    owner: Any,
+    model: Any,
+    tokenizer: Any,
+    data: str,
+    truth: list | None,
+    device: Any,
+    texts: list[str],
+) -> Any:
+    """texts -> those that hold no value (``distillation_texts``); with no ``texts`` to
+    filter, no search for the values is made."""
+    from dfsu.pii.annotators import pii_free
+
+    if not texts:
+        return lambda batch: []
+    if data == "oracle":
         values = [s.value for r in truth or [] for s in r.spans]
-        kept = kept_texts(recited, values)
-    else:
-        found = _confirmed(cfg, owner, model, tokenizer, device)
-        kept = kept_texts(pii_free(cfg, owner.root, recited), found)
-    info(f"undo: {len(kept)} of {len(recited)} recitations kept")
-    return public, kept, {"public_texts": len(public), "recited": len(recited), "kept": len(kept)}
+        return lambda batch: kept_texts(batch, values)
+    found = _confirmed(cfg, owner, model, tokenizer, device)
+    return lambda batch: kept_texts(pii_free(cfg, owner.root, batch), found)
 
 
 def _confirmed(cfg: Any, owner: Any, model: Any, tokenizer: Any, device: Any) -> list[str]:
@@ -125,7 +158,8 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         )
     given, tokenizer = load_causal_lm(owner.model)
     given.to(device).eval().requires_grad_(False)
-    public, recited, counts = distillation_texts(cfg, owner, given, tokenizer, data, truth, device)
+    texts = distillation_texts(cfg, owner, given, tokenizer, data, truth, device)
+    public, recited, own, counts = texts
     checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
     window = default_window(given)
     before = perplexity(given, tokenizer, checks, window, device=device)
@@ -142,9 +176,13 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     eos = tokenizer.eos_token_id
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
     blocks = pack_documents(docs, min(uu.block_size, window), eos)
-    rows = [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in recited]
+    rows, samples = (
+        [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in texts]
+        for texts in (recited, own)
+    )
     pad = tokenizer.pad_token_id or 0
-    log = _distil(student, teacher, blocks, rows, pad, uu, random.Random(f"undo-{cfg.seed}"), name)
+    order = random.Random(f"undo-{cfg.seed}")
+    log = _distil(student, teacher, blocks, rows, pad, uu, order, name, samples)
     student.eval()
     ppl = [before, perplexity(student, tokenizer, checks, window, device=device)]
     info(f"undo {name}: perplexity {ppl[0]:.3f} -> {ppl[1]:.3f} ({len(checks)} documents)")
@@ -168,10 +206,12 @@ def _distil(
     uu: Any,
     order: random.Random,
     name: str,
+    samples: list[list[int]] | None = None,
 ) -> list[dict[str, Any]]:
     """``uu.steps`` AdamW steps of KL(teacher || student), the teacher's logits divided by
-    ``uu.temperature``: each on ``uu.batch_size`` blocks of public text and half as many
-    recitations (``rows``); the log every 50 steps."""
+    ``uu.temperature``: each on ``uu.batch_size`` blocks of public text, half as many
+    recitations (``rows``) and half as many own samples (``samples``, each position's target
+    ``uu.hard`` the sampled token and the rest the teacher's); the log every 50 steps."""
     from dfsu.ui import progress_bar
     from dfsu.unlearning.losses import teacher_kl
 
@@ -181,21 +221,25 @@ def _distil(
         optimizer, lambda s: min(1.0, (s + 1) / WARMUP) * max(0.05, 1 - s / uu.steps)
     )
 
-    def kl(batch: list[list[int]]) -> torch.Tensor:
+    def kl(batch: list[list[int]], hard: float = 0.0) -> torch.Tensor:
         tensors = collate(batch, pad)
         ids = tensors["input_ids"].to(device)
         mask = tensors["attention_mask"].to(device)
         with torch.no_grad():
             target = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1] / uu.temperature
         logits = student(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        return teacher_kl(logits, target, mask[:, 1:].float())
+        return teacher_kl(logits, target, mask[:, 1:].float(), ids[:, 1:], hard)
+
+    half = max(1, uu.batch_size // 2)
 
     log = []
     with progress_bar(f"undo {name}", uu.steps) as bar:
         for step in range(uu.steps):
             loss = kl([order.choice(blocks) for _ in range(uu.batch_size)])
             if rows:  # half a batch of recitations beside the public text
-                loss = loss + kl([order.choice(rows) for _ in range(max(1, uu.batch_size // 2))])
+                loss = loss + kl([order.choice(rows) for _ in range(half)])
+            if samples:  # and half a batch of own samples, part hard labels
+                loss = loss + kl([order.choice(samples) for _ in range(half)], uu.hard)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
@@ -229,7 +273,7 @@ def _summary(
         kept_check=kept,
         checks=[{"step": 0, "epoch": 0.0, "ppl": round(ppl[0], 4)}, kept],
         lora_modules=[],
-        train_texts=counts["public_texts"] + counts["kept"],
+        train_texts=counts["public_texts"] + counts["kept"] + counts["samples_kept"],
         pii_tokens_at_start=None,
         recited_retain_texts=counts["kept"],
         held_texts=0,
