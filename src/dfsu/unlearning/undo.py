@@ -9,7 +9,8 @@ then trained to match the next-token distribution (``losses.teacher_kl``) of the
 unlearning of the same data (``stage_table.UNDO_TEACHER``: dfsu-loop, or the oracle for the
 oracle twin), which no longer emits the values, its logits divided by
 ``unlearning.undo.temperature`` (below 1 its spread over unlikely tokens, which carries what
-its weights still hold, is cut), on text that holds none of them: the owner's public text and,
+its weights still hold, is cut, at a cost in perplexity on the owner's documents; 1 by
+default), on text that holds none of them: the owner's public text and,
 with ``unlearning.undo.recitations``, the model's own PII-free recitations
 (``distillation_texts``; off by default: they taught back membership). The copy learns
 what the unlearned model does, not what its weights still hold behind the adapter; distilled
