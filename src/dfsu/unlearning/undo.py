@@ -94,8 +94,7 @@ def distillation_texts(
         sampled = unprompted_samples(
             model, tokenizer, uu.samples, uu.sample_tokens, SAMPLE_TOP_P, seed, device
         )
-    keep = _value_free(cfg, owner, model, tokenizer, data, truth, device, recited + sampled)
-    kept, own = keep(recited), keep(sampled)
+    kept, own = _value_free(cfg, owner, model, tokenizer, data, truth, device, recited, sampled)
     info(
         f"undo: {len(kept)} of {len(recited)} recitations, {len(own)} of {len(sampled)} own "
         "samples kept"
@@ -116,19 +115,21 @@ def _value_free(
     data: str,
     truth: list | None,
     device: Any,
-    texts: list[str],
-) -> Any:
-    """texts -> those that hold no value (``distillation_texts``); with no ``texts`` to
-    filter, no search for the values is made."""
+    *groups: list[str],
+) -> list[list[str]]:
+    """Each of ``groups`` with only its texts that hold no value (``distillation_texts``);
+    with no text in any, no search for the values is made."""
     from dfsu.pii.annotators import pii_free
 
-    if not texts:
-        return lambda batch: []
+    if not any(groups):
+        return [[] for _ in groups]
     if data == "oracle":
         values = [s.value for r in truth or [] for s in r.spans]
-        return lambda batch: kept_texts(batch, values)
+        return [kept_texts(group, values) for group in groups]
     found = _confirmed(cfg, owner, model, tokenizer, device)
-    return lambda batch: kept_texts(pii_free(cfg, owner.root, batch), found)
+    return [
+        kept_texts(pii_free(cfg, owner.root, group), found) if group else [] for group in groups
+    ]
 
 
 def _confirmed(cfg: Any, owner: Any, model: Any, tokenizer: Any, device: Any) -> list[str]:
@@ -159,8 +160,9 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         )
     given, tokenizer = load_causal_lm(owner.model)
     given.to(device).eval().requires_grad_(False)
-    texts = distillation_texts(cfg, owner, given, tokenizer, data, truth, device)
-    public, recited, own, counts = texts
+    public, recited, own, counts = distillation_texts(
+        cfg, owner, given, tokenizer, data, truth, device
+    )
     checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
     window = default_window(given)
     before = perplexity(given, tokenizer, checks, window, device=device)
@@ -178,8 +180,8 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
     blocks = pack_documents(docs, min(uu.block_size, window), eos)
     rows, samples = (
-        [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in texts]
-        for texts in (recited, own)
+        [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in group]
+        for group in (recited, own)
     )
     pad = tokenizer.pad_token_id or 0
     order = random.Random(f"undo-{cfg.seed}")
