@@ -14,7 +14,7 @@ from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
 from dfsu.stages.unlearn import unlearn
-from dfsu.unlearning.losses import teacher_kl
+from dfsu.unlearning.losses import binned, teacher_kl
 from dfsu.unlearning.undo import kept_texts, shrink_into
 
 
@@ -35,6 +35,37 @@ def test_teacher_kl_is_zero_on_the_teachers_distribution_and_reads_only_valid_po
     pl, ql = p.log_softmax(-1), q.log_softmax(-1)
     forward = (pl.exp() * (pl - ql)).sum()
     assert teacher_kl(q, p, one).item() == pytest.approx(forward.item(), rel=1e-5)
+
+
+def test_binned_keeps_the_targets_head_and_one_bin_for_each_ones_rest():
+    q = torch.tensor([[0.5, 0.2, 0.15, 0.1, 0.05]]).log()
+    p = torch.tensor([[0.1, 0.1, 0.1, 0.3, 0.4]]).log()
+    bq, bp = binned(q, p, 2)
+    assert torch.allclose(bq.exp(), torch.tensor([[0.5, 0.2, 0.3]]))
+    assert torch.allclose(bp.exp(), torch.tensor([[0.1, 0.1, 0.8]]))  # p's mass on q's rest
+
+
+def test_with_top_the_copy_matches_the_teachers_head_and_tail_mass_not_the_tails_shape():
+    torch.manual_seed(0)
+    teacher = torch.randn(1, 3, 50)
+    valid = torch.ones(1, 3)
+    head = teacher.topk(5, dim=-1).indices
+    student = teacher.clone()
+    # the tail's shape changed, its mass and the head kept: each tail logit moved, then the
+    # tail's log-sum-exp put back where it was
+    rest = torch.ones_like(teacher, dtype=torch.bool).scatter_(-1, head, False)
+    shuffled = teacher[..., torch.randperm(50)]
+    lse = lambda x: torch.logsumexp(x.masked_fill(~rest, float("-inf")), -1, keepdim=True)  # noqa: E731
+    student = torch.where(rest, shuffled - lse(shuffled) + lse(teacher), teacher)
+    assert teacher_kl(student, teacher, valid).item() > 0.05  # the whole distribution sees it
+    assert teacher_kl(student, teacher, valid, top=5).item() == pytest.approx(0.0, abs=1e-5)
+    # the head still counts, and top at or above V is the whole distribution
+    moved = teacher.clone()
+    moved[0, 0, head[0, 0, 0]] -= 3.0
+    assert teacher_kl(moved, teacher, valid, top=5).item() > 0.01
+    assert teacher_kl(student, teacher, valid, top=50).item() == pytest.approx(
+        teacher_kl(student, teacher, valid).item(), rel=1e-5
+    )
 
 
 def test_shrink_moves_every_weight_alpha_of_the_way_to_the_fresh_model():
@@ -206,20 +237,22 @@ def test_the_copy_matches_the_teachers_logits_divided_by_the_temperature(tempera
 
     torch.manual_seed(0)
     student, teacher = _Logits(), _Logits()
-    targets = []
+    targets, tops = [], []
     real = losses.teacher_kl
 
     def spy(logits, target, valid, *rest):
         targets.append(target)
+        tops.append(rest[2])  # (token ids, hard, top)
         return real(logits, target, valid, *rest)
 
-    uu = SimpleNamespace(steps=1, lr=1e-3, batch_size=1, temperature=temperature)
+    uu = SimpleNamespace(steps=1, lr=1e-3, batch_size=1, temperature=temperature, top=3)
     block = [1, 2, 3, 4]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(losses, "teacher_kl", spy)
         _distil(student, teacher, [block], [], 0, uu, random.Random(0), "t")
     expected = teacher.table(torch.tensor([block]))[:, :-1] / temperature
     assert len(targets) == 1 and torch.equal(targets[0], expected.detach())
+    assert tops == [3]  # unlearning.undo.top reaches the loss
 
 
 def test_the_teachers_temperature_is_checked():

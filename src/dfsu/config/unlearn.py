@@ -119,6 +119,15 @@ class UndoConfig:
         neutral=1.0,
     )
 
+    top: int = _f(
+        0,
+        "the copy matches the teacher's top likeliest tokens at each position and the mass of "
+        "all the rest as one bin, not the shape of that rest (where what the teacher's weights "
+        "still hold spreads); 0: the whole distribution",
+        neutral=0,
+        bounds=(0, 10_000_000),
+    )
+
     def __post_init__(self) -> None:
         _check_ranges(self, "unlearning.undo.")
         _check(

@@ -165,16 +165,36 @@ def teacher_kl(
     valid_mask: torch.Tensor,
     targets: torch.Tensor | None = None,
     hard: float = 0.0,
+    top: int = 0,
     eps: float = 1e-8,
 ) -> torch.Tensor:
     """Distillation: the mean over valid positions of KL(target || student), each
     position's distributions the softmax of its logits ([B, T, V] each, ``valid_mask`` [B, T]);
     the target the teacher's, or with ``targets`` ([B, T] token ids) and ``hard`` > 0,
-    ``hard`` x onehot(target token) + (1 - ``hard``) x the teacher's."""
+    ``hard`` x onehot(target token) + (1 - ``hard``) x the teacher's. With ``top`` > 0 (and
+    below V) both distributions are read on the target's ``top`` likeliest tokens and one bin
+    for all the rest (``binned``): the student matches the target's head and the mass of its
+    tail, not the tail's shape."""
     target = torch.log_softmax(teacher_logits.float(), dim=-1)
     if targets is not None and hard > 0:
         probs = target.exp() * (1 - hard)
         probs.scatter_add_(-1, targets.unsqueeze(-1), torch.full_like(probs[..., :1], hard))
         target = probs.clamp_min(1e-30).log()
     log_p = torch.log_softmax(logits.float(), dim=-1)
+    if 0 < top < target.shape[-1]:
+        target, log_p = binned(target, log_p, top)
     return _masked_mean(_kl(target, log_p), valid_mask, eps)
+
+
+def binned(
+    log_q: torch.Tensor, log_p: torch.Tensor, top: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both log-distributions ([..., V]) on ``log_q``'s ``top`` likeliest entries and one last
+    bin holding the rest of each one's mass ([..., top + 1]; each still sums to 1)."""
+    head = log_q.topk(top, dim=-1).indices
+    rest = torch.ones_like(log_q, dtype=torch.bool).scatter_(-1, head, False)
+    out = []
+    for log_x in (log_q, log_p):
+        tail = torch.logsumexp(log_x.masked_fill(~rest, float("-inf")), dim=-1, keepdim=True)
+        out.append(torch.cat([log_x.gather(-1, head), tail], dim=-1))
+    return out[0], out[1]

@@ -231,7 +231,7 @@ def _distil(
         with torch.no_grad():
             target = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1] / uu.temperature
         logits = student(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        return teacher_kl(logits, target, mask[:, 1:].float(), ids[:, 1:], hard)
+        return teacher_kl(logits, target, mask[:, 1:].float(), ids[:, 1:], hard, uu.top)
 
     half = max(1, uu.batch_size // 2)
 
