@@ -186,9 +186,7 @@ def teacher_kl(
     return _masked_mean(_kl(target, log_p), valid_mask, eps)
 
 
-def binned(
-    log_q: torch.Tensor, log_p: torch.Tensor, top: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+def binned(log_q: torch.Tensor, log_p: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Both log-distributions ([..., V]) on ``log_q``'s ``top`` likeliest entries and one last
     bin holding the rest of each one's mass ([..., top + 1]; each still sums to 1)."""
     head = log_q.topk(top, dim=-1).indices
