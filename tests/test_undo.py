@@ -45,6 +45,20 @@ def test_binned_keeps_the_targets_head_and_one_bin_for_each_ones_rest():
     assert torch.allclose(bp.exp(), torch.tensor([[0.1, 0.1, 0.8]]))  # p's mass on q's rest
 
 
+def test_binned_reads_the_rest_as_the_mass_outside_the_head():
+    torch.manual_seed(0)
+    for scale in (1.0, 4.0):
+        q = torch.log_softmax(torch.randn(3, 7, 300) * scale, dim=-1)
+        p = torch.log_softmax(torch.randn(3, 7, 300) * scale, dim=-1)
+        head = q.topk(10, dim=-1).indices
+        rest = torch.ones_like(q, dtype=torch.bool).scatter_(-1, head, False)
+        for log_x, got in zip((q, p), binned(q, p, 10), strict=True):
+            tail = torch.logsumexp(log_x.masked_fill(~rest, float("-inf")), -1, keepdim=True)
+            assert torch.allclose(got[..., :10], log_x.gather(-1, head))
+            assert torch.allclose(got[..., 10:].exp(), tail.exp(), atol=1e-6)
+            assert torch.allclose(got.exp().sum(-1), torch.ones(3, 7), atol=1e-5)
+
+
 def test_with_top_the_copy_matches_the_teachers_head_and_tail_mass_not_the_tails_shape():
     torch.manual_seed(0)
     teacher = torch.randn(1, 3, 50)

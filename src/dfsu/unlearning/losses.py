@@ -187,12 +187,14 @@ def teacher_kl(
 
 
 def binned(log_q: torch.Tensor, log_p: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Both log-distributions ([..., V]) on ``log_q``'s ``top`` likeliest entries and one last
-    bin holding the rest of each one's mass ([..., top + 1]; each still sums to 1)."""
+    """Both log-distributions ([..., V], each summing to 1) on ``log_q``'s ``top`` likeliest
+    entries and one last bin holding the rest of each one's mass ([..., top + 1]). The rest is
+    1 minus the head, read as log(-expm1(log head mass)) and kept at or above about 1e-7 (what
+    float32 resolves beside 1), so no [..., V] mask is built."""
     head = log_q.topk(top, dim=-1).indices
-    rest = torch.ones_like(log_q, dtype=torch.bool).scatter_(-1, head, False)
     out = []
     for log_x in (log_q, log_p):
-        tail = torch.logsumexp(log_x.masked_fill(~rest, float("-inf")), dim=-1, keepdim=True)
-        out.append(torch.cat([log_x.gather(-1, head), tail], dim=-1))
+        kept = log_x.gather(-1, head)
+        mass = torch.logsumexp(kept, dim=-1, keepdim=True).clamp(max=-1e-7)
+        out.append(torch.cat([kept, torch.log(-torch.expm1(mass))], dim=-1))
     return out[0], out[1]
