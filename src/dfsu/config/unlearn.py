@@ -123,7 +123,8 @@ class UndoConfig:
         0,
         "the copy matches the teacher's top likeliest tokens at each position and the mass of "
         "all the rest as one bin, not the shape of that rest (where what the teacher's weights "
-        "still hold spreads); 0: the whole distribution",
+        "still hold spreads): at 64 less membership, more nonsense where records were "
+        "(docs/results.md); 0: the whole distribution",
         neutral=0,
         bounds=(0, 10_000_000),
     )
