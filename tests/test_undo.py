@@ -64,13 +64,15 @@ def test_with_top_the_copy_matches_the_teachers_head_and_tail_mass_not_the_tails
     teacher = torch.randn(1, 3, 50)
     valid = torch.ones(1, 3)
     head = teacher.topk(5, dim=-1).indices
-    student = teacher.clone()
-    # the tail's shape changed, its mass and the head kept: each tail logit moved, then the
-    # tail's log-sum-exp put back where it was
     rest = torch.ones_like(teacher, dtype=torch.bool).scatter_(-1, head, False)
+
+    def rest_mass(logits: torch.Tensor) -> torch.Tensor:
+        return torch.logsumexp(logits.masked_fill(~rest, float("-inf")), -1, keepdim=True)
+
+    # the tail's shape changed, its mass and the head kept: the tail's logits shuffled, then
+    # their log-sum-exp put back where it was
     shuffled = teacher[..., torch.randperm(50)]
-    lse = lambda x: torch.logsumexp(x.masked_fill(~rest, float("-inf")), -1, keepdim=True)  # noqa: E731
-    student = torch.where(rest, shuffled - lse(shuffled) + lse(teacher), teacher)
+    student = torch.where(rest, shuffled - rest_mass(shuffled) + rest_mass(teacher), teacher)
     assert teacher_kl(student, teacher, valid).item() > 0.05  # the whole distribution sees it
     assert teacher_kl(student, teacher, valid, top=5).item() == pytest.approx(0.0, abs=1e-5)
     # the head still counts, and top at or above V is the whole distribution
