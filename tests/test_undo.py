@@ -59,6 +59,38 @@ def test_binned_reads_the_rest_as_the_mass_outside_the_head():
             assert torch.allclose(got.exp().sum(-1), torch.ones(3, 7), atol=1e-5)
 
 
+def test_binned_gradients_hold_where_the_students_rest_is_tiny():
+    # the student puts ~1e-6 of its mass outside the teacher's head: read as 1 minus the
+    # head, float32 loses most of that rest and its gradient comes out far off
+    torch.manual_seed(0)
+    teacher = torch.randn(2, 4, 200) * 2
+    head = teacher.topk(8, dim=-1).indices
+    student = teacher.scatter(-1, head, teacher.gather(-1, head) + 14.0)
+
+    def grad(kl, dtype):
+        x = student.to(dtype).requires_grad_(True)
+        q, p = torch.log_softmax(teacher.to(dtype), -1), torch.log_softmax(x, -1)
+        kl(q, p).sum().backward()
+        return x.grad.double()
+
+    def reference(q, p):  # float64, the rest summed where it is
+        rest = torch.ones_like(q, dtype=torch.bool).scatter_(-1, head, False)
+        bins = [
+            torch.cat(
+                [x.gather(-1, head), x.masked_fill(~rest, -torch.inf).logsumexp(-1, True)], -1
+            )
+            for x in (q, p)
+        ]
+        return (bins[0].exp() * (bins[0] - bins[1])).sum(-1)
+
+    def shipped(q, p):
+        bq, bp = binned(q, p, 8)
+        return (bq.exp() * (bq - bp)).sum(-1)
+
+    want = grad(reference, torch.float64)
+    assert torch.allclose(grad(shipped, torch.float32), want, atol=1e-4, rtol=1e-3)
+
+
 def test_with_top_the_copy_matches_the_teachers_head_and_tail_mass_not_the_tails_shape():
     torch.manual_seed(0)
     teacher = torch.randn(1, 3, 50)

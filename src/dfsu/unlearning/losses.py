@@ -187,14 +187,13 @@ def teacher_kl(
 
 
 def binned(log_q: torch.Tensor, log_p: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Both log-distributions ([..., V], each summing to 1) on ``log_q``'s ``top`` likeliest
-    entries and one last bin holding the rest of each one's mass ([..., top + 1]). The rest is
-    1 minus the head, read as log(-expm1(log head mass)) and kept at or above about 1e-7 (what
-    float32 resolves beside 1), so no [..., V] mask is built."""
+    """Both log-distributions ([..., V]) on ``log_q``'s ``top`` likeliest entries and one last
+    bin holding the rest of each one's mass ([..., top + 1]). The rest is summed over the rest
+    itself (the head set to -inf), not read as 1 minus the head: where a distribution's rest is
+    tiny, 1 minus the head loses it in float32 and its gradient with it."""
     head = log_q.topk(top, dim=-1).indices
     out = []
     for log_x in (log_q, log_p):
-        kept = log_x.gather(-1, head)
-        mass = torch.logsumexp(kept, dim=-1, keepdim=True).clamp(max=-1e-7)
-        out.append(torch.cat([kept, torch.log(-torch.expm1(mass))], dim=-1))
+        rest = torch.logsumexp(log_x.scatter(-1, head, float("-inf")), dim=-1, keepdim=True)
+        out.append(torch.cat([log_x.gather(-1, head), rest], dim=-1))
     return out[0], out[1]
