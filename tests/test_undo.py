@@ -37,6 +37,12 @@ def test_teacher_kl_is_zero_on_the_teachers_distribution_and_reads_only_valid_po
     assert teacher_kl(q, p, one).item() == pytest.approx(forward.item(), rel=1e-5)
 
 
+def _rest_mass(log_x: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+    """The reference rest: log-sum-exp of ``log_x`` outside ``head`` (its indices), under a mask."""
+    rest = torch.ones_like(log_x, dtype=torch.bool).scatter_(-1, head, False)
+    return torch.logsumexp(log_x.masked_fill(~rest, float("-inf")), -1, keepdim=True)
+
+
 def test_binned_keeps_the_targets_head_and_one_bin_for_each_ones_rest():
     q = torch.tensor([[0.5, 0.2, 0.15, 0.1, 0.05]]).log()
     p = torch.tensor([[0.1, 0.1, 0.1, 0.3, 0.4]]).log()
@@ -51,9 +57,8 @@ def test_binned_reads_the_rest_as_the_mass_outside_the_head():
         q = torch.log_softmax(torch.randn(3, 7, 300) * scale, dim=-1)
         p = torch.log_softmax(torch.randn(3, 7, 300) * scale, dim=-1)
         head = q.topk(10, dim=-1).indices
-        rest = torch.ones_like(q, dtype=torch.bool).scatter_(-1, head, False)
         for log_x, got in zip((q, p), binned(q, p, 10), strict=True):
-            tail = torch.logsumexp(log_x.masked_fill(~rest, float("-inf")), -1, keepdim=True)
+            tail = _rest_mass(log_x, head)
             assert torch.allclose(got[..., :10], log_x.gather(-1, head))
             assert torch.allclose(got[..., 10:].exp(), tail.exp(), atol=1e-6)
             assert torch.allclose(got.exp().sum(-1), torch.ones(3, 7), atol=1e-5)
@@ -74,13 +79,7 @@ def test_binned_gradients_hold_where_the_students_rest_is_tiny():
         return x.grad.double()
 
     def reference(q, p):  # float64, the rest summed where it is
-        rest = torch.ones_like(q, dtype=torch.bool).scatter_(-1, head, False)
-        bins = [
-            torch.cat(
-                [x.gather(-1, head), x.masked_fill(~rest, -torch.inf).logsumexp(-1, True)], -1
-            )
-            for x in (q, p)
-        ]
+        bins = [torch.cat([x.gather(-1, head), _rest_mass(x, head)], -1) for x in (q, p)]
         return (bins[0].exp() * (bins[0] - bins[1])).sum(-1)
 
     def shipped(q, p):
@@ -97,14 +96,11 @@ def test_with_top_the_copy_matches_the_teachers_head_and_tail_mass_not_the_tails
     valid = torch.ones(1, 3)
     head = teacher.topk(5, dim=-1).indices
     rest = torch.ones_like(teacher, dtype=torch.bool).scatter_(-1, head, False)
-
-    def rest_mass(logits: torch.Tensor) -> torch.Tensor:
-        return torch.logsumexp(logits.masked_fill(~rest, float("-inf")), -1, keepdim=True)
-
     # the tail's shape changed, its mass and the head kept: the tail's logits shuffled, then
     # their log-sum-exp put back where it was
     shuffled = teacher[..., torch.randperm(50)]
-    student = torch.where(rest, shuffled - rest_mass(shuffled) + rest_mass(teacher), teacher)
+    moved_rest = shuffled - _rest_mass(shuffled, head) + _rest_mass(teacher, head)
+    student = torch.where(rest, moved_rest, teacher)
     assert teacher_kl(student, teacher, valid).item() > 0.05  # the whole distribution sees it
     assert teacher_kl(student, teacher, valid, top=5).item() == pytest.approx(0.0, abs=1e-5)
     # the head still counts, and top at or above V is the whole distribution
