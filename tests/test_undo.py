@@ -342,3 +342,84 @@ def test_an_own_samples_target_is_part_the_sampled_token_part_the_teacher():
         ce.item(), rel=1e-4
     )
     assert teacher_kl(student, teacher, valid, tokens, 0.0) == teacher_kl(student, teacher, valid)
+
+
+def test_a_run_is_taught_when_the_owner_recites_it_long_enough_and_the_teacher_still_does():
+    from dfsu.unlearning.undo import memorized_runs
+
+    owner = [0.2, 0.9, 0.95, 0.9, 0.1, 0.9, 0.9]
+    teacher = [0.5, 0.8, 0.7, 0.6, 0.5, 0.1, 0.1]
+    n, y = False, True
+    # positions 1-3: three tokens above 0.8, the teacher's mean 0.7 -> taught; 5-6: too short
+    assert memorized_runs(owner, teacher, 0.8, 3, 0.6) == [n, y, y, y, n, n, n]
+    # long enough at 2, but the teacher lowered 5-6 (mean 0.1): what unlearning took stays out
+    assert memorized_runs(owner, teacher, 0.8, 2, 0.6) == [n, y, y, y, n, n, n]
+    assert memorized_runs(owner, teacher, 0.8, 2, 0.0) == [n, y, y, y, n, y, y]
+    # every token of a run is above p: at 0.92 only position 2 is, a run of one
+    assert memorized_runs(owner, teacher, 0.92, 2, 0.0) == [n] * 7
+    assert memorized_runs(owner, teacher, 0.92, 1, 0.0) == [n, n, y, n, n, n, n]
+
+
+def test_marked_ce_reads_the_marked_positions_alone():
+    from dfsu.unlearning.losses import marked_ce
+
+    torch.manual_seed(0)
+    logits, targets = torch.randn(2, 4, 9), torch.randint(0, 9, (2, 4))
+    marks = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 0]])
+    ce = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, 9), targets.reshape(-1), reduction="none"
+    )
+    expected = ce.view(2, 4)[marks.bool()].mean()
+    assert marked_ce(logits, targets, marks).item() == pytest.approx(expected.item(), rel=1e-6)
+    moved = logits.clone()
+    moved[0, 0] = torch.randn(9) * 9  # an unmarked position changes nothing
+    assert marked_ce(moved, targets, marks).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert marked_ce(logits, targets, torch.zeros(2, 4)).item() == 0.0
+
+
+def test_token_probabilities_are_each_next_tokens_probability_under_the_model():
+    from dfsu.unlearning.undo import token_probabilities
+
+    torch.manual_seed(0)
+    model = _Logits()
+    rows = [[1, 2, 3], [4, 5]]
+    got = token_probabilities(model, rows, 0, "cpu", batch=1)
+    probs = model.table.weight.softmax(-1)
+    assert got[0] == pytest.approx([probs[1, 2].item(), probs[2, 3].item()], rel=1e-5)
+    assert got[1] == pytest.approx([probs[4, 5].item()], rel=1e-5)  # padding read no further
+
+
+def test_own_samples_are_taught_their_marked_tokens_alone_and_dropped_with_none():
+    import random
+    from types import SimpleNamespace
+
+    import dfsu.unlearning.losses as losses
+    import dfsu.unlearning.undo as undo
+
+    torch.manual_seed(0)
+    student, teacher = _Logits(), _Logits()
+    uu = SimpleNamespace(
+        steps=1, lr=1e-3, batch_size=2, temperature=1.0, top=0, hard=0.5,
+        memorized=0.5, memorized_tokens=2, memorized_teacher=0.0,
+    )  # fmt: skip
+    samples = [[1, 2, 3, 4], [1, 5, 6, 4]]
+    owner_p = [[0.1, 0.9, 0.9], [0.9, 0.1, 0.9]]  # the second recites no run of two
+    kept, marks = undo._recited_runs(uu, samples, owner_p, teacher, 0, "cpu")
+    assert kept == [[1, 2, 3, 4]] and marks == [[False, True, True]]
+    seen, kl_rows = [], []
+    real_ce, real_kl = losses.marked_ce, losses.teacher_kl
+
+    def ce_spy(logits, targets, marked):
+        seen.append((targets.tolist(), marked.tolist()))
+        return real_ce(logits, targets, marked)
+
+    def kl_spy(logits, target, valid, *rest):
+        kl_rows.append(logits.shape[0])
+        return real_kl(logits, target, valid, *rest)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(losses, "marked_ce", ce_spy)
+        mp.setattr(losses, "teacher_kl", kl_spy)
+        undo._distil(student, teacher, [[1, 2, 3]], [], 0, uu, random.Random(0), "t", kept, marks)
+    assert seen == [([[2, 3, 4]], [[0.0, 1.0, 1.0]])]
+    assert kl_rows == [2]  # the public blocks alone go through the teacher

@@ -96,18 +96,18 @@ class UndoConfig:
     )
     recitation_tokens: int = _f(24, "tokens per recitation", neutral=24, bounds=(2, MAX_NEW_TOKENS))
     samples: int = _f(
-        0,
+        4096,
         "unprompted samples drawn from the owner's model; those kept (no PII, no value found) "
-        "are distilled beside the public text, each position's target part the sampled token "
-        "(``undo.hard``), part the teacher's: what brings public records back; 0: none",
+        "are taught beside the public text where they recite (undo.memorized): what brings "
+        "public records back; 0: none",
         neutral=0,
         bounds=(0, 1_000_000),
     )
     sample_tokens: int = _f(64, "tokens per own sample", neutral=64, bounds=(2, MAX_NEW_TOKENS))
     hard: float = _f(
         0.5,
-        "the sampled token's share of an own sample's target at each position (the rest: the "
-        "teacher's distribution)",
+        "with undo.memorized 0, the sampled token's share of an own sample's target at each "
+        "position (the rest: the teacher's distribution)",
         neutral=0.5,
         bounds=(0.0, 1.0),
     )
@@ -127,6 +127,27 @@ class UndoConfig:
         "(docs/results.md); 0: the whole distribution",
         neutral=0,
         bounds=(0, 10_000_000),
+    )
+    memorized: float = _f(
+        0.7,
+        "an own sample is taught only where it recites: its own tokens as labels in each run of "
+        "at least undo.memorized_tokens tokens that the owner's model predicts each with more "
+        "than this probability and the teacher still does with undo.memorized_teacher on "
+        "average; the rest of the sample is not taught, and a sample with no such run is "
+        "dropped (what brings public records back, docs/results.md); 0: the whole sample, "
+        "undo.hard of each position's target its token",
+        neutral=0.0,
+        bounds=(0.0, 1.0),
+    )
+    memorized_tokens: int = _f(
+        6, "the shortest run of recited tokens taught (undo.memorized)", neutral=6, bounds=(1, 4096)
+    )
+    memorized_teacher: float = _f(
+        0.6,
+        "the teacher's mean probability over a recited run for it to be taught (undo.memorized): "
+        "what the unlearning lowered is not taught back",
+        neutral=0.6,
+        bounds=(0.0, 1.0),
     )
 
     def __post_init__(self) -> None:

@@ -186,6 +186,13 @@ def teacher_kl(
     return _masked_mean(_kl(target, log_p), valid_mask, eps)
 
 
+def marked_ce(logits: torch.Tensor, targets: torch.Tensor, marks: torch.Tensor) -> torch.Tensor:
+    """The mean next-token cross-entropy over the marked positions (``logits`` [B, T, V],
+    ``targets`` and the 0/1 ``marks`` [B, T]); 0 where none is marked."""
+    ce = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")
+    return _masked_mean(ce, marks.float(), 1e-8)
+
+
 def binned(log_q: torch.Tensor, log_p: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Both log-distributions ([..., V]) on ``log_q``'s ``top`` likeliest entries and one last
     bin holding the rest of each one's mass ([..., top + 1]). The rest is summed over the rest

@@ -61,6 +61,47 @@ def shrink_into(student: torch.nn.Module, fresh: torch.nn.Module, alpha: float) 
             weight.mul_(1 - alpha).add_(theirs[name], alpha=alpha)
 
 
+def memorized_runs(
+    owner_p: Sequence[float],
+    teacher_p: Sequence[float],
+    p: float,
+    length: int,
+    teacher_mean: float,
+) -> list[bool]:
+    """Per predicted position of a sample (``owner_p``, ``teacher_p``: each next token's
+    probability under the owner's model and the teacher): True inside a run of at least
+    ``length`` positions each above ``p`` under the owner's model, whose mean under the teacher
+    is above ``teacher_mean``: what the owner's model recites word for word and its unlearning
+    still recites."""
+    marks = [False] * len(owner_p)
+    start = 0
+    while start < len(owner_p):
+        end = start
+        while end < len(owner_p) and owner_p[end] > p:
+            end += 1
+        if end - start >= length and sum(teacher_p[start:end]) / (end - start) > teacher_mean:
+            marks[start:end] = [True] * (end - start)
+        start = max(end, start + 1)
+    return marks
+
+
+@torch.no_grad()
+def token_probabilities(
+    model: Any, rows: list[list[int]], pad: int, device: Any, batch: int = 32
+) -> list[list[float]]:
+    """For each row of token ids, the probability ``model`` gives each next token."""
+    out: list[list[float]] = []
+    for i in range(0, len(rows), batch):
+        chunk = rows[i : i + batch]
+        tensors = collate(chunk, pad)
+        ids = tensors["input_ids"].to(device)
+        logits = model(input_ids=ids, attention_mask=tensors["attention_mask"].to(device)).logits
+        probs = torch.softmax(logits[:, :-1].float(), dim=-1)
+        taken = probs.gather(-1, ids[:, 1:, None])[..., 0].cpu()
+        out += [taken[j, : len(row) - 1].tolist() for j, row in enumerate(chunk)]
+    return out
+
+
 def kept_texts(texts: Sequence[str], values: Sequence[str]) -> list[str]:
     """The ``texts`` that hold none of ``values`` (a case-folded substring test)."""
     folded = [v.casefold() for v in values if v.strip()]
@@ -166,9 +207,19 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
     window = default_window(given)
     before = perplexity(given, tokenizer, checks, window, device=device)
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id or 0
+    rows, samples = (
+        [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in group]
+        for group in (recited, own)
+    )
+    owner_p = token_probabilities(given, samples, pad, device) if uu.memorized else []
     del given  # read no further: the teacher and the student alone stay in memory
     teacher, _ = load_causal_lm(taught_by)
     teacher.to(device).eval().requires_grad_(False)
+    marks = None
+    if uu.memorized and samples:
+        samples, marks = _recited_runs(uu, samples, owner_p, teacher, pad, device)
+        counts |= {"samples_recited": len(samples), "recited_tokens": sum(map(sum, marks))}
     torch.manual_seed(cfg.seed)
     fresh = AutoModelForCausalLM.from_config(teacher.config)
     student, _ = load_causal_lm(owner.model)
@@ -176,16 +227,10 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     del fresh
     student.to(device).train().requires_grad_(True)
 
-    eos = tokenizer.eos_token_id
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
     blocks = pack_documents(docs, min(uu.block_size, window), eos)
-    rows, samples = (
-        [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in group]
-        for group in (recited, own)
-    )
-    pad = tokenizer.pad_token_id or 0
     order = random.Random(f"undo-{cfg.seed}")
-    log = _distil(student, teacher, blocks, rows, pad, uu, order, name, samples)
+    log = _distil(student, teacher, blocks, rows, pad, uu, order, name, samples, marks)
     student.eval()
     ppl = [before, perplexity(student, tokenizer, checks, window, device=device)]
     info(f"undo {name}: perplexity {ppl[0]:.3f} -> {ppl[1]:.3f} ({len(checks)} documents)")
@@ -200,6 +245,34 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     return final
 
 
+def _recited_runs(
+    uu: Any,
+    samples: list[list[int]],
+    owner_p: list[list[float]],
+    teacher: Any,
+    pad: int,
+    device: Any,
+) -> tuple[list[list[int]], list[list[bool]]]:
+    """The own samples that hold a run the owner's model recites and the teacher still does
+    (``memorized_runs`` under ``unlearning.undo.memorized*``), each with its marks."""
+    from dfsu.ui import info
+
+    teacher_p = token_probabilities(teacher, samples, pad, device)
+    kept: tuple[list[list[int]], list[list[bool]]] = ([], [])
+    for row, mine, theirs in zip(samples, owner_p, teacher_p, strict=True):
+        marks = memorized_runs(
+            mine, theirs, uu.memorized, uu.memorized_tokens, uu.memorized_teacher
+        )
+        if any(marks):
+            kept[0].append(row)
+            kept[1].append(marks)
+    info(
+        f"undo: {len(kept[0])} of {len(samples)} own samples recite "
+        f"({sum(map(sum, kept[1]))} tokens taught)"
+    )
+    return kept
+
+
 def _distil(
     student: Any,
     teacher: Any,
@@ -210,13 +283,15 @@ def _distil(
     order: random.Random,
     name: str,
     samples: list[list[int]] | None = None,
+    marks: list[list[bool]] | None = None,
 ) -> list[dict[str, Any]]:
     """``uu.steps`` AdamW steps of KL(teacher || student), the teacher's logits divided by
     ``uu.temperature``: each on ``uu.batch_size`` blocks of public text, half as many
-    recitations (``rows``) and half as many own samples (``samples``, each position's target
-    ``uu.hard`` the sampled token and the rest the teacher's); the log every 50 steps."""
+    recitations (``rows``) and half as many own samples (``samples``): with ``marks``, their
+    own tokens at the marked positions alone (cross-entropy); without, each position's target
+    ``uu.hard`` the sampled token and the rest the teacher's. The log every 50 steps."""
     from dfsu.ui import progress_bar
-    from dfsu.unlearning.losses import teacher_kl
+    from dfsu.unlearning.losses import marked_ce, teacher_kl
 
     device = next(student.parameters()).device
     optimizer = torch.optim.AdamW(student.parameters(), lr=uu.lr, weight_decay=0.0)
@@ -233,6 +308,15 @@ def _distil(
         logits = student(input_ids=ids, attention_mask=mask).logits[:, :-1]
         return teacher_kl(logits, target, mask[:, 1:].float(), ids[:, 1:], hard, uu.top)
 
+    def recite(picked: list[int]) -> torch.Tensor:
+        tensors = collate([samples[i] for i in picked], pad)
+        ids = tensors["input_ids"].to(device)
+        marked = torch.zeros_like(ids[:, 1:], dtype=torch.float)
+        for row, i in enumerate(picked):
+            marked[row, : len(marks[i])] = torch.tensor(marks[i], dtype=torch.float)
+        logits = student(input_ids=ids, attention_mask=tensors["attention_mask"].to(device)).logits
+        return marked_ce(logits[:, :-1], ids[:, 1:], marked)
+
     half = max(1, uu.batch_size // 2)
 
     log = []
@@ -241,7 +325,9 @@ def _distil(
             loss = kl([order.choice(blocks) for _ in range(uu.batch_size)])
             if rows:  # half a batch of recitations beside the public text
                 loss = loss + kl([order.choice(rows) for _ in range(half)])
-            if samples:  # and half a batch of own samples, part hard labels
+            if samples and marks:  # and half a batch of own samples' recited runs
+                loss = loss + recite([order.randrange(len(samples)) for _ in range(half)])
+            elif samples:  # or of own samples, part hard labels
                 loss = loss + kl([order.choice(samples) for _ in range(half)], uu.hard)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
