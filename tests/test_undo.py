@@ -140,8 +140,18 @@ UNDO_FAST = [
 ]
 
 
+# memorized 0: whole own samples, half hard labels; else their recited runs alone (on the micro
+# target nothing is predicted above 0.7, so the thresholds are lowered until runs are found)
+RECITED_RUNS = [
+    "unlearning.undo.memorized=0.05",
+    "unlearning.undo.memorized_tokens=1",
+    "unlearning.undo.memorized_teacher=0",
+]
+
+
+@pytest.mark.parametrize("samples", [["unlearning.undo.memorized=0"], RECITED_RUNS])
 def test_undo_writes_a_new_model_distilled_without_the_true_values(
-    trained_micro_run, tmp_path, capsys
+    trained_micro_run, tmp_path, capsys, samples
 ):
     from conftest import FAST_UNLEARNING
 
@@ -151,7 +161,7 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
     _, source = trained_micro_run
     run = tmp_path / "run"
     shutil.copytree(source, run)
-    cfg = load_config(str(run / "config.yaml"), [*UNDO_FAST, *FAST_UNLEARNING])
+    cfg = load_config(str(run / "config.yaml"), [*UNDO_FAST, *FAST_UNLEARNING, *samples])
     with pytest.raises(DfsuError, match="takes --data loop or oracle"):
         unlearn(cfg, run, "undo", "pseudo")
     with pytest.raises(DfsuError, match="no unlearned model to distil from"):
@@ -173,18 +183,30 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
     import dfsu.unlearning.losses as losses
 
     real_kl, hards = losses.teacher_kl, []
+    real_ce, marked = losses.marked_ce, []
 
     def kl(*args):
         hards.append(args[4] if len(args) > 4 else None)
         return real_kl(*args)
 
+    def ce(logits, targets, marks):
+        marked.append(marks.sum().item())
+        return real_ce(logits, targets, marks)
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(undo, "distillation_texts", spy)
         mp.setattr(undo, "load_causal_lm", load)
         mp.setattr(losses, "teacher_kl", kl)
+        mp.setattr(losses, "marked_ce", ce)
         out = unlearn(cfg, run, "undo", "oracle")
-    # each of the 4 steps: public text, recitations, then own samples at half hard labels
-    assert hards == [0.0, 0.0, 0.5] * 4
+    summary = json.loads((out / "summary.json").read_text())
+    # each of the 4 steps: public text, recitations, then own samples: at half hard labels, or
+    # their recited runs' own tokens alone
+    if cfg.unlearning.undo.memorized:
+        assert hards == [0.0, 0.0] * 4 and len(marked) == 4 and min(marked) > 0
+        assert summary["distillation"]["samples_reciting"] > 0
+    else:
+        assert hards == [0.0, 0.0, 0.5] * 4 and marked == []
     assert out.name == "undo-oracle"
     # the teacher is the oracle's unlearned model, not the owner's; the owner's is read for
     # the recitations and as the student's starting weights
@@ -203,7 +225,6 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
         for p, q in zip(original.parameters(), copy.parameters(), strict=True)
     ]
     assert min(moved) > 0  # every weight is the copy's own, none the owner's as it was
-    summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "undo" and summary["data"] == "oracle"
     assert summary["distillation"]["teacher"] == "oracle"
     assert summary["kept_step"] == 4 and summary["checks"][-1]["ppl"] > 0

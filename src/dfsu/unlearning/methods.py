@@ -148,8 +148,8 @@ METHODS: dict[str, Method] = {
             "undo",
             "undo",
             "a copy shrunk toward a fresh initialisation, distilled from the LoRA unlearning "
-            "of the same data (dfsu-loop, or the oracle) on public text and PII-free "
-            "recitations (UNDO); no adapter",
+            "of the same data (dfsu-loop, or the oracle) on public text and the runs the "
+            "model's own PII-free samples recite (UNDO); no adapter",
             None,
             update="copy",
             data=("loop", "oracle"),

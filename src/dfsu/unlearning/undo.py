@@ -17,19 +17,25 @@ what the unlearned model does, not what its weights still hold behind the adapte
 from the owner's model itself, the teacher's spread over unlikely tokens passed the values on
 (membership 96-98, docs/history.md, "Choosing the undo recipe").
 
-Recitations, when on:
-- ``loop`` (data-free): a recitation is kept when the run's annotator finds no PII in it and it
-  holds no value the leak estimate's select draw confirmed;
-- ``oracle``: a recitation is kept when it holds none of the true records' values (the
+The public text does not hold what the model should go on reciting (the public records), so
+the copy also learns the owner's model's own unprompted samples (``unlearning.undo.samples``)
+where they recite: their own tokens as labels inside the runs the owner's model predicts
+word for word and the teacher still does (``memorized_runs``); nothing else of a sample, so the
+copy learns the recitation, not the owner's spread over unlikely tokens.
+
+Recitations and samples, when on:
+- ``loop`` (data-free): a recitation or sample is kept when the run's annotator finds no PII
+  in it and it holds no value the leak estimate's select draw confirmed;
+- ``oracle``: one is kept when it holds none of the true records' values (the
   evaluator's knowledge; tells the mechanism apart from the discovery).
 
-What it costs: the teacher's LoRA unlearning, then ``unlearning.undo.steps`` optimizer steps of
-the whole model with the teacher's forward beside each (on tiny, 600 steps: about 115 s on 2
-cores); at a scale where the owner's public text is a small share of what the model was
-trained on, the student learns less back than it lost (NLI, recitations: measured in
-docs/results.md).
+What it costs: the teacher's LoRA unlearning, the samples (on tiny, 4,096 of 64 tokens: about
+100 s on 2 cores), then ``unlearning.undo.steps`` optimizer steps of the whole model with the
+teacher's forward beside each (600 steps: about 115 s); at a scale where the owner's public
+text is a small share of what the model was trained on, the student learns less back than it
+lost (NLI, recitations: measured in docs/results.md).
 
-``shrink_into`` and ``kept_texts`` are pure up to the tensors they are given.
+``shrink_into``, ``kept_texts`` and ``memorized_runs`` are pure up to what they are given.
 """
 
 from __future__ import annotations
@@ -219,7 +225,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     marks = None
     if uu.memorized and samples:
         samples, marks = _recited_runs(uu, samples, owner_p, teacher, pad, device)
-        counts |= {"samples_recited": len(samples), "recited_tokens": sum(map(sum, marks))}
+        counts |= {"samples_reciting": len(samples), "tokens_taught": sum(map(sum, marks))}
     torch.manual_seed(cfg.seed)
     fresh = AutoModelForCausalLM.from_config(teacher.config)
     student, _ = load_causal_lm(owner.model)
