@@ -130,24 +130,15 @@ class UndoConfig:
     )
     memorized: float = _f(
         0.7,
-        "an own sample is taught only where it recites: its own tokens as labels in each run of "
-        "at least undo.memorized_tokens tokens that the owner's model predicts each with more "
-        "than this probability and the teacher still does with undo.memorized_teacher on "
-        "average; the rest of the sample is not taught, and a sample with no such run is "
-        "dropped (what brings public records back, docs/results.md); 0: the whole sample, "
-        "undo.hard of each position's target its token",
+        "own samples are taught their tokens only in runs of undo.memorized_tokens+ tokens the "
+        "owner's model predicts each above this and the teacher at undo.memorized_teacher on "
+        "average (what it recites; no run: dropped); 0: whole samples, undo.hard",
         neutral=0.0,
         bounds=(0.0, 1.0),
     )
-    memorized_tokens: int = _f(
-        6, "the shortest run of recited tokens taught (undo.memorized)", neutral=6, bounds=(1, 4096)
-    )
+    memorized_tokens: int = _f(6, "undo.memorized's shortest run", neutral=6, bounds=(1, 4096))
     memorized_teacher: float = _f(
-        0.6,
-        "the teacher's mean probability over a recited run for it to be taught (undo.memorized): "
-        "what the unlearning lowered is not taught back",
-        neutral=0.6,
-        bounds=(0.0, 1.0),
+        0.6, "undo.memorized's teacher mean over a run", neutral=0.6, bounds=(0.0, 1.0)
     )
 
     def __post_init__(self) -> None:
