@@ -96,14 +96,15 @@ def token_probabilities(
     model: Any, rows: list[list[int]], pad: int, device: Any, batch: int = 32
 ) -> list[list[float]]:
     """For each row of token ids, the probability ``model`` gives each next token."""
+    from dfsu.unlearning.losses import token_losses
+
     out: list[list[float]] = []
     for i in range(0, len(rows), batch):
         chunk = rows[i : i + batch]
         tensors = collate(chunk, pad)
-        ids = tensors["input_ids"].to(device)
-        logits = model(input_ids=ids, attention_mask=tensors["attention_mask"].to(device)).logits
-        probs = torch.softmax(logits[:, :-1].float(), dim=-1)
-        taken = probs.gather(-1, ids[:, 1:, None])[..., 0].cpu()
+        ids, mask = tensors["input_ids"].to(device), tensors["attention_mask"].to(device)
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        taken = torch.exp(-token_losses(logits, ids, mask)).cpu()
         out += [taken[j, : len(row) - 1].tolist() for j, row in enumerate(chunk)]
     return out
 
