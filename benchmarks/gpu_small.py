@@ -32,9 +32,19 @@ def stage_lines(profile: dict) -> list[str]:
 
 
 def row_figures(results: dict) -> dict[str, dict[str, float | None]]:
-    """{row: {E_Hit, retain_EM, PPL, NLI_acc}} from a results.json (pure)."""
-    keys = ("E_Hit", "retain_EM", "PPL", "NLI_acc")
-    return {row["method"]: {k: row.get(k) for k in keys} for row in results.get("rows", [])}
+    """{row: {E_Hit, retain_EM, PPL, NLI_acc, garbled, lens, MIA, relearn}} from a results.json
+    (pure; an attack not run: None)."""
+    keys = ("E_Hit", "retain_EM", "PPL", "NLI_acc", "garbled")
+    rows = {}
+    for row in results.get("rows", []):
+        attacks = row.get("attacks", {})
+        lens = next((v.get("middle") for k, v in attacks.items() if k.startswith("lens")), None)
+        rows[row["method"]] = {k: row.get(k) for k in keys} | {
+            "lens": lens,
+            "MIA": attacks.get("mia", {}).get("AUC"),
+            "relearn": attacks.get("relearn:60", {}).get("E_Hit"),
+        }
+    return rows
 
 
 def main() -> int:

@@ -11,11 +11,12 @@
 #   bash benchmarks/gpu_small.sh run [OUT] [SEED ...]     # start, then wait
 #
 # ROWS and CONFIG override the rows and the config; extra settings go in SETTINGS, e.g.
-# SETTINGS="evaluation.attacks=[relearn:60]" (the default). Runs `python -m dfsu.cli`, so
+# SETTINGS="evaluation.attacks=[relearn:60]" (default: [lens,mia,relearn:60]). Runs `python -m dfsu.cli`, so
 # PYTHONPATH=src is enough where the package is not installed (Faker, rapidfuzz and
 # python-crfsuite must be importable: install their wheels first where the image lacks them).
 # The table: each seed's stage seconds, tokens/s and MFU (RUN/profile.json), the wall time,
-# and the rows' E-Hit, retain_EM, perplexity and NLI (RUN/results.json); gpu_small.py prints it.
+# and the rows' E-Hit, retain_EM, perplexity, NLI, garbled and the attacks' figures
+# (RUN/results.json); gpu_small.py prints it.
 set -euo pipefail
 
 cmd=${1:-run}
@@ -23,7 +24,7 @@ out=${2:-/tmp/gpu_small}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROWS=${ROWS:-original,oracle,dfsu-loop,undo}
 CONFIG=${CONFIG:-small}
-SETTINGS=${SETTINGS:-evaluation.attacks=[relearn:60]}
+SETTINGS=${SETTINGS:-evaluation.attacks=[lens,mia,relearn:60]}
 
 start() {
     local seeds=("$@")

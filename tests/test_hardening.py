@@ -155,6 +155,20 @@ def test_undefined_metrics_do_not_break_the_report_or_the_best_row(tmp_path):
     assert "Mary" not in page  # a value split by highlighting is still masked
 
 
+def test_a_row_whose_checks_read_no_pii_loss_does_not_break_the_report(tmp_path):
+    from dfsu.stages.report import write_report
+
+    checks = [{"step": 0, "epoch": 0.0, "ppl": 3.2}, {"step": 600, "epoch": 0.0, "ppl": 3.3}]
+    lora = [{"step": 0, "epoch": 0.0, "ppl": 3.2, "pii_loss": 1.5}]
+    rows = [
+        {"method": "original", "E_Hit": 50.0, "PPL": 3.2, "ci": {}},
+        {"method": "dfsu-loop", "E_Hit": 2.0, "PPL": 3.3, "ci": {}, "checks": lora},
+        {"method": "undo", "E_Hit": 0.1, "PPL": 3.3, "ci": {}, "checks": checks},  # distilled
+    ]
+    page = write_report(tmp_path, {"rows": rows}).read_text()
+    assert "Training trajectories" in page and "undo" in page
+
+
 def test_a_manifest_entry_that_is_not_an_object_is_a_one_line_error(tmp_path):
     from dfsu.errors import DfsuError
     from dfsu.rundir import read_manifest

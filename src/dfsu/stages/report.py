@@ -384,10 +384,10 @@ def _tradeoff_plots(rows: list[dict[str, Any]]) -> list[str]:
 
 def write_report(run: Path, payload: dict[str, Any], show_pii: bool = False) -> Path:
     rows = payload["rows"]
-    lines = {
-        r["method"]: [(c["ppl"], c["pii_loss"]) for c in r["checks"]]
+    lines = {  # the undo rows' checks read no PII loss: they are not drawn
+        r["method"]: [(c["ppl"], c["pii_loss"]) for c in r["checks"] if "pii_loss" in c]
         for r in rows
-        if r.get("checks")
+        if any("pii_loss" in c for c in r.get("checks") or [])
     }
     sections = [
         "<h1>dfsu report</h1>",
