@@ -85,6 +85,7 @@ MICRO = [
     "leak.free_samples=24",
     "leak.free_tokens=16",
     "leak.replay_prompts=8",
+    "leak.own_samples=32",  # forget's own-sample perplexity on a few short samples
     # a small recitation harvest
     "recitation.first_tokens=4",
     "recitation.branches=4",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shutil
 import stat
 
@@ -114,6 +115,9 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     values = leak["before"]["values"]
     assert values and all("•" in v["value"] for v in values)  # found, and masked
     assert summary["bound"]["within"] and summary["perplexity"]["documents"] == 10
+    own = summary["own_samples"]  # the model as given's PII-free samples, read by both
+    assert own["drawn"] == 32 and 0 < own["texts"] <= 32, own
+    assert own["before"] > 1 and math.isfinite(own["median_rise_pct"]), own
     assert summary["rounds"] and summary["rounds"][0]["round"] == 0
     # What the model recites without PII, before and after, in numbers and in words.
     recitation = summary["recitation"]
@@ -366,6 +370,42 @@ def test_the_probe_in_words_says_what_came_back_and_nothing_without_a_probe():
         "garbled there (text the model as given finds less likely than random "
         "tokens) 0.4 % -> 42.2 %"
     ), soup
+
+
+def test_the_own_samples_rise_is_the_median_per_sample_ratio_and_graded_on_the_bound():
+    from dfsu.forget_page import verdict_rows
+    from dfsu.forget_report import own_samples_view
+
+    before = {"drawn": 8, "nll": [1.0] * 5}
+    # three samples 5 % likelier to be written before, two the unlearning made 20x less likely
+    after = {"drawn": 8, "nll": [1 + math.log(1.05)] * 3 + [1 + math.log(20.0)] * 2}
+    own = own_samples_view(before, after, 0.10)
+    assert own["texts"] == 5 and own["median_rise_pct"] == 5.0  # the mean would read +241 %
+    assert own["within_bound"] and "+5.0 %" in own["words"] and "past" not in own["words"]
+    assert own_samples_view(before, {"drawn": 8, "nll": [2.0] * 5}, 0.10)["within_bound"] is False
+    assert own_samples_view(None, after, 0.10) is None
+    assert own_samples_view({"drawn": 8, "nll": []}, {"drawn": 8, "nll": []}, 0.10) is None
+    summary = {"settings": {"unlearning": {"max_ppl_increase": 0.10}}}
+    grades = []
+    for rise in (5.0, 15.0, 25.0):
+        row = {"texts": 5, "before": 2.7, "after": 2.8, "median_rise_pct": rise}
+        (shown,) = [r for r in _own_rows(verdict_rows, summary, row) if "own" in r["measure"]]
+        grades.append(shown["grade"])
+    assert grades == ["good", "mixed", "bad"], grades
+    from dfsu.forget_page import headline
+
+    leak = {"before": {"consistent": 9}, "after": {"consistent": 1}}
+    perplexity = {"before": 3.0, "after": 3.1, "ratio": 1.031, "within_bound": True}
+    past = {"leak": leak, "perplexity": perplexity, "own_samples": dict(own, within_bound=False)}
+    assert "perplexity +3.1 %, on its own samples +5.0 %." in headline(past)
+    assert "own samples" not in headline(past | {"own_samples": own})  # within: not repeated
+
+
+def _own_rows(verdict_rows, summary, own):
+    """verdict_rows of a summary holding only what they read, with ``own``."""
+    leak = {"before": {"consistent": 0}, "after": {"consistent": 0}}
+    perplexity = {"before": 3.0, "after": 3.1, "ratio": 1.03, "within_bound": True}
+    return verdict_rows(summary | {"leak": leak, "perplexity": perplexity, "own_samples": own})
 
 
 def test_the_report_documents_perplexity_is_read_against_the_bound_in_words():

@@ -219,6 +219,7 @@ def measure(
         "recitation": _recitation(cfg, owner, model, tokenizer, device, probes, words),
         "ppl": perplexity(model, tokenizer, texts, device=device),
         "report_documents": len(texts),
+        "own_samples": _own_samples(cfg, owner, model, tokenizer, device, probes),
     }
     if not as_given:  # one model in memory at a time: the model as given reads the samples
         del model
@@ -255,6 +256,36 @@ def _recitation(
     for half in kept.values():
         half["missed"] = [unknown_masked(t, words) for t in half["missed"]]
     return kept
+
+
+OWN_SEED = 23  # the own samples' draw: seeded from the run's seed plus this
+OWN_TOKENS = 64
+
+
+def _own_samples(
+    cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any, probes: dict
+) -> dict[str, Any] | None:
+    """Each of the model as given's unprompted samples the annotator finds no PII in (drawn
+    once per process, kept in ``probes``), read by ``model``: its mean token NLL per sample
+    (``forget_report.own_samples_view`` compares two models sample by sample); None when
+    ``leak.own_samples`` is 0."""
+    from dfsu.components.models import load_causal_lm
+    from dfsu.evaluation.sampler import unprompted_samples
+    from dfsu.evaluation.utility import text_nll
+    from dfsu.pii.annotators import pii_free
+
+    n = cfg.leak.own_samples
+    if not n:
+        return None
+    if "own" not in probes:
+        given, given_tokenizer = load_causal_lm(owner.model)
+        given.to(device).eval()
+        seed = cfg.seed + OWN_SEED
+        drawn = unprompted_samples(given, given_tokenizer, n, OWN_TOKENS, 0.95, seed, device)
+        probes["own"] = (len(drawn), pii_free(cfg, owner.root, drawn))
+        del given
+    drawn, texts = probes["own"]
+    return {"drawn": drawn, "nll": text_nll(model, tokenizer, texts, device)}
 
 
 EXAMPLES = 4  # probe prefixes shown in the report, before and after

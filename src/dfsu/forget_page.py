@@ -36,6 +36,7 @@ def verdict_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
         *_leak_rows(summary["leak"]),
         *_recitation_rows(summary.get("recitation")),
         _perplexity_row(summary),
+        *_own_samples_rows(summary.get("own_samples"), summary),
         *_depth_rows(summary.get("depth")),
         *_attack_rows(summary["leak"]["after"]["consistent"], summary.get("attacks")),
     ]
@@ -96,6 +97,24 @@ def _perplexity_row(summary: dict[str, Any]) -> dict[str, str]:
         f"{100 * (ppl['ratio'] - 1):+.1f} % (bound +{bound:.0%})",
         GOOD if ppl["within_bound"] else BAD,
     )
+
+
+def _own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> list[dict]:
+    if not own:
+        return []
+    bound = 100 * summary["settings"]["unlearning"]["max_ppl_increase"]
+    rise = own["median_rise_pct"]
+    grade = GOOD if rise <= bound else BAD if rise > 2 * bound else MIXED
+    reading = f"{rise:+.1f} % median, {own['texts']} texts"
+    return [
+        _row(
+            "perplexity (own samples)",
+            f"{own['before']:.3f}",
+            f"{own['after']:.3f}",
+            reading,
+            grade,
+        )
+    ]
 
 
 def _depth_rows(depth: dict[str, Any] | None) -> list[dict[str, str]]:
@@ -163,6 +182,9 @@ def headline(summary: dict[str, Any]) -> str:
     ppl = summary["perplexity"]
     words += f"; perplexity {100 * (ppl['ratio'] - 1):+.1f} %"
     words += "" if ppl["within_bound"] else " (PAST the bound)"
+    own = summary.get("own_samples")
+    if own and not own["within_bound"]:  # what it writes by itself moved past the bound
+        words += f", on its own samples {own['median_rise_pct']:+.1f} %"
     recitation = summary.get("recitation")
     if recitation and recitation["before"]["report"]["texts"]:
         words += (

@@ -6,6 +6,7 @@ On the owner's side: it reads the measurements `dfsu forget` made, nothing of th
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,36 @@ def recitation_view(before: Any, after: Any) -> dict[str, Any] | None:
             f"{b['similarity']:.1f} -> {a['similarity']:.1f} %)"
         )
     return {"before": before, "after": after, "words": words}
+
+
+def own_samples_view(before: Any, after: Any, bound: float) -> dict[str, Any] | None:
+    """The model as given's own PII-free samples read by it and by the unlearned model (each
+    sample's mean token NLL, ``forget._own_samples``), in words (pure): the median over samples
+    of the perplexity ratio and its quartiles; None when not measured or no sample was
+    PII-free. What the model writes by itself reaches past the public text: on a tiny target
+    the undo copy read +13.3 % here where the held-out documents read +3.1 % (the truth +7.7 %,
+    NLI 100 -> 86.4; docs/history.md)."""
+    if not before or not after or not before["nll"]:
+        return None
+    rises = [a - b for b, a in zip(before["nll"], after["nll"], strict=True)]
+    quartiles = statistics.quantiles(rises, n=4) if len(rises) > 1 else rises * 3
+    rise = math.exp(statistics.median(rises)) - 1
+    texts, within = len(rises), rise <= bound + 1e-6
+    words = (
+        f"own samples: on the {texts} of {before['drawn']} unprompted samples of the model as "
+        f"given with no PII found, the median perplexity rise is {100 * rise:+.1f} %"
+        + ("" if within else f", past the +{bound:.0%} the held-out documents are held to")
+    )
+    return {
+        "texts": texts,
+        "drawn": before["drawn"],
+        "before": round(math.exp(statistics.median(before["nll"])), 4),
+        "after": round(math.exp(statistics.median(after["nll"])), 4),
+        "median_rise_pct": round(100 * rise, 2),
+        "quartiles_pct": [round(100 * (math.exp(quartiles[i]) - 1), 2) for i in (0, 2)],
+        "within_bound": within,
+        "words": words,
+    }
 
 
 def leak_words(before: dict[str, Any], after: dict[str, Any]) -> str:
@@ -298,6 +329,9 @@ def forget_summary(
             after["ppl"],
             cfg.unlearning.max_ppl_increase,
             run.check_docs,
+        ),
+        "own_samples": own_samples_view(
+            before.get("own_samples"), after.get("own_samples"), cfg.unlearning.max_ppl_increase
         ),
         "bound": {
             "check_documents": run.check_docs,

@@ -150,6 +150,14 @@ class LeakConfig:
         "relearn:N, relearn-lora:N (on the owner's public text); [] = none",
         neutral=list(FORGET_ATTACKS),  # read by forget's attack stage only, never by evaluate
     )
+    own_samples: int = _f(
+        512,
+        "`dfsu forget`: unprompted samples of the model as given; each model's perplexity on "
+        "those the annotator finds no PII in, per sample, gives the median rise (what it writes "
+        "by itself, beyond the public text); 0 = off",
+        neutral=512,  # read by forget's measures only, never by evaluate
+        bounds=(0, 1_000_000),
+    )
 
     def __post_init__(self) -> None:
         from dfsu.config.attacks import OWNER_ATTACKS, parse_attack
