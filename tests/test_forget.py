@@ -117,7 +117,7 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     assert summary["bound"]["within"] and summary["perplexity"]["documents"] == 10
     own = summary["own_samples"]  # the model as given's PII-free samples, read by both
     assert own["drawn"] == 32 and 0 < own["texts"] <= 32, own
-    assert own["before"] > 1 and math.isfinite(own["median_rise_pct"]), own
+    assert own["median_ppl_before"] > 1 and math.isfinite(own["median_rise_pct"]), own
     assert summary["rounds"] and summary["rounds"][0]["round"] == 0
     # What the model recites without PII, before and after, in numbers and in words.
     recitation = summary["recitation"]
@@ -388,10 +388,11 @@ def test_the_own_samples_rise_is_the_median_per_sample_ratio_and_graded_on_the_b
     summary = {"settings": {"unlearning": {"max_ppl_increase": 0.10}}}
     grades = []
     for rise in (5.0, 15.0, 25.0):
-        row = {"texts": 5, "before": 2.7, "after": 2.8, "median_rise_pct": rise}
+        row = {"texts": 5, "median_rise_pct": rise}
         (shown,) = [r for r in _own_rows(verdict_rows, summary, row) if "own" in r["measure"]]
         grades.append(shown["grade"])
     assert grades == ["good", "mixed", "bad"], grades
+    assert (shown["before"], shown["after"]) == ("5 texts", "+25.0 %"), shown
     from dfsu.forget_page import headline
 
     leak = {"before": {"consistent": 9}, "after": {"consistent": 1}}

@@ -105,12 +105,12 @@ def _own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> li
     bound = 100 * summary["settings"]["unlearning"]["max_ppl_increase"]
     rise = own["median_rise_pct"]
     grade = GOOD if rise <= bound else BAD if rise > 2 * bound else MIXED
-    reading = f"{rise:+.1f} % median, {own['texts']} texts"
+    reading = f"median rise (bound +{bound:.0f}%)"  # of paired ratios: no before and after
     return [
         _row(
             "perplexity (own samples)",
-            f"{own['before']:.3f}",
-            f"{own['after']:.3f}",
+            f"{own['texts']} texts",
+            f"{rise:+.1f} %",
             reading,
             grade,
         )

@@ -78,8 +78,8 @@ def own_samples_view(before: Any, after: Any, bound: float) -> dict[str, Any] | 
     return {
         "texts": texts,
         "drawn": before["drawn"],
-        "before": round(math.exp(statistics.median(before["nll"])), 4),
-        "after": round(math.exp(statistics.median(after["nll"])), 4),
+        "median_ppl_before": round(math.exp(statistics.median(before["nll"])), 4),
+        "median_ppl_after": round(math.exp(statistics.median(after["nll"])), 4),
         "median_rise_pct": round(100 * rise, 2),
         "quartiles_pct": [round(100 * (math.exp(quartiles[i]) - 1), 2) for i in (0, 2)],
         "within_bound": within,
