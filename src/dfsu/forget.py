@@ -219,7 +219,7 @@ def measure(
         "recitation": _recitation(cfg, owner, model, tokenizer, device, probes, words),
         "ppl": perplexity(model, tokenizer, texts, device=device),
         "report_documents": len(texts),
-        "own_samples": _own_samples(cfg, owner, model, tokenizer, device, probes),
+        "own_samples": _own_samples(cfg, owner, model, tokenizer, device, probes, as_given),
     }
     if not as_given:  # one model in memory at a time: the model as given reads the samples
         del model
@@ -263,12 +263,12 @@ OWN_TOKENS = 64
 
 
 def _own_samples(
-    cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any, probes: dict
+    cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any, probes: dict, as_given: bool
 ) -> dict[str, Any] | None:
     """Each of the model as given's unprompted samples the annotator finds no PII in (drawn
-    once per process, kept in ``probes``), read by ``model``: its mean token NLL per sample
-    (``forget_report.own_samples_view`` compares two models sample by sample); None when
-    ``leak.own_samples`` is 0."""
+    once per process, kept in ``probes``; by ``model`` itself when it is the model as given),
+    read by ``model``: its mean token NLL per sample (``forget_report.own_samples_view``
+    compares two models sample by sample); None when ``leak.own_samples`` is 0."""
     from dfsu.components.models import load_causal_lm
     from dfsu.evaluation.sampler import unprompted_samples
     from dfsu.evaluation.utility import text_nll
@@ -278,7 +278,7 @@ def _own_samples(
     if not n:
         return None
     if "own" not in probes:
-        given, given_tokenizer = load_causal_lm(owner.model)
+        given, given_tokenizer = (model, tokenizer) if as_given else load_causal_lm(owner.model)
         given.to(device).eval()
         seed = cfg.seed + OWN_SEED
         drawn = unprompted_samples(given, given_tokenizer, n, OWN_TOKENS, 0.95, seed, device)

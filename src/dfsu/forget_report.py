@@ -62,7 +62,7 @@ def own_samples_view(before: Any, after: Any, bound: float) -> dict[str, Any] | 
     sample's mean token NLL, ``forget._own_samples``), in words (pure): the median over samples
     of the perplexity ratio and its quartiles; None when not measured or no sample was
     PII-free. What the model writes by itself reaches past the public text: on a tiny target
-    the undo copy read +13.3 % here where the held-out documents read +3.1 % (the truth +7.7 %,
+    the undo copy read +11.6 % here where the held-out documents read +3.1 % (the truth +7.7 %,
     NLI 100 -> 86.4; docs/history.md)."""
     if not before or not after or not before["nll"]:
         return None
