@@ -271,7 +271,7 @@ def _own_samples(
     compares two models sample by sample); None when ``leak.own_samples`` is 0."""
     from dfsu.components.models import load_causal_lm
     from dfsu.evaluation.sampler import unprompted_samples
-    from dfsu.evaluation.utility import text_nll
+    from dfsu.evaluation.utility import suffix_nll
     from dfsu.pii.annotators import pii_free
 
     n = cfg.leak.own_samples
@@ -285,7 +285,8 @@ def _own_samples(
         probes["own"] = (len(drawn), pii_free(cfg, owner.root, drawn))
         del given
     drawn, texts = probes["own"]
-    return {"drawn": drawn, "nll": text_nll(model, tokenizer, texts, device)}
+    nll = suffix_nll(model, tokenizer, [("", text) for text in texts], device=device)
+    return {"drawn": drawn, "nll": nll}
 
 
 EXAMPLES = 4  # probe prefixes shown in the report, before and after

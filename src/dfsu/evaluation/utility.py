@@ -67,29 +67,6 @@ def perplexity(
 
 
 @torch.no_grad()
-def text_nll(
-    model: Any, tokenizer: Any, texts: list[str], device: Any = "cpu", batch_size: int = 32
-) -> list[float]:
-    """Each text's mean next-token negative log-likelihood (EOS-prefixed, cut to the model's
-    window; pads never count), in the texts' order."""
-    from dfsu.components.batches import collate
-
-    window, eos = default_window(model), tokenizer.eos_token_id
-    rows = [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]][:window] for t in texts]
-    out: list[float] = []
-    for i in range(0, len(rows), batch_size):
-        tensors = collate(rows[i : i + batch_size], tokenizer.pad_token_id or 0)
-        ids, mask = tensors["input_ids"].to(device), tensors["attention_mask"].to(device)
-        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-        losses = torch.nn.functional.cross_entropy(
-            logits.transpose(1, 2), ids[:, 1:], reduction="none"
-        )
-        counted = mask[:, 1:].float()
-        out += ((losses * counted).sum(1) / counted.sum(1).clamp(min=1)).tolist()
-    return out
-
-
-@torch.no_grad()
 def _piece_batch(
     chunk: list[tuple[list[int], int]], pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
