@@ -37,6 +37,7 @@ def test_build_corpus_writes_the_data_dir(tmp_path, micro_cfg):
         "nli.jsonl",
         "pii_records.jsonl",
         "retain_records.jsonl",
+        "shapes.json",
         "stats.json",
         "train.jsonl",
     ]
@@ -160,3 +161,35 @@ def test_contact_lines_are_injected_probed_as_keep_em_and_listed_to_keep(tmp_pat
     assert scores["keep_n"] == 6 and scores["retain_n"] == 40
     assert scores["keep_EM"] == pytest.approx(100 / 6) and scores["retain_EM"] == 0.0
     assert set(scores["retain_ci"]) == {"retain_EM", "retain_FRS", "keep_EM", "keep_FRS"}
+
+
+@pytest.mark.parametrize("shapes", ["known", "unknown"])
+def test_the_unseen_records_are_drawn_from_the_private_records_own_shapes(
+    tmp_path, monkeypatch, shapes
+):
+    """Membership and relearn-swap compare the private records with unseen ones: of the same
+    shapes, or the comparison reads the shape (the unknown shapes were once compared with the
+    built-in ones: a retrain read AUC 40, an undo copy 88 against 81 on its own shapes)."""
+    from conftest import MICRO
+
+    from dfsu.config import load_config
+    from dfsu.evaluation.attacks import unseen_records
+    from dfsu.rundir import RunPaths
+
+    cfg = load_config("tiny", [*MICRO, f"data.shapes={shapes}", "data.num_records=40"])
+    run = tmp_path / "run"
+    build_corpus(cfg, run)
+    own = json.loads(RunPaths(run).record_shapes.read_text())
+
+    members = read_records(run)
+    unseen = unseen_records(cfg, 40, shapes=own)
+    assert len(unseen) == 40 and not {r.text for r in unseen} & {r.text for r in members}
+    assert {r.meta["template"] for r in unseen} == {r.meta["template"] for r in members}
+    # Without the run's file the unknown shapes are not guessed from the built-in ones.
+    assert bool(unseen_records(cfg, 4)) == (shapes == "known")
+    # The evaluate stage hands the run's file to the attacks.
+    import dfsu.evaluation.attacks as attacks
+    from dfsu.stages.evaluate import _attacks
+
+    monkeypatch.setattr(attacks, "run_attacks", lambda *args: args[-1])
+    assert _attacks(cfg, run, None, None, [], [], "cpu") == own

@@ -174,6 +174,12 @@ class RunPaths:
         return self.data / "nli.jsonl"
 
     @property
+    def record_shapes(self) -> Path:
+        """RUN/data/shapes.json: the shapes and openers the private records were drawn from
+        (the evaluator's unseen records for membership and relearn-swap are drawn from them)."""
+        return self.data / "shapes.json"
+
+    @property
     def data_stats(self) -> Path:
         """RUN/data/stats.json: the corpus's counts."""
         return self.data / "stats.json"

@@ -154,16 +154,27 @@ def priv_leak(auc_model: float, auc_retrain: float) -> float:
     return 100.0 * (auc_model - auc_retrain) / auc_retrain
 
 
-def unseen_records(cfg: Any, n: int, draw: int = 7_919) -> list:
-    """``n`` records of the run's record shapes that no model saw (the generator seeded with
-    seed + ``draw``: other values, other openers), or [] when the records came from a file
-    (their shapes are not known)."""
+def unseen_records(cfg: Any, n: int, draw: int = 7_919, shapes: dict | None = None) -> list:
+    """``n`` records no model saw (seeded seed + ``draw``) of ``shapes`` (RUN/data/shapes.json:
+    the private records' templates and openers), else of those ``cfg`` names; [] when not
+    known (records from a file; ``data.shapes: unknown`` without the file: other shapes)."""
     from dfsu.pii.generator import generate_records, generation_templates
 
-    if cfg.data.records:
+    if shapes is not None:
+        openers = (shapes["openers"], shapes["greetings"])
+        return generate_records(
+            n, cfg.seed + draw, cfg.data.locales, "unseen", shapes["templates"], openers
+        )
+    if cfg.data.records or cfg.data.shapes == "unknown":
         return []
-    shapes = generation_templates(cfg.data.templates) if cfg.data.templates else None
-    return generate_records(n, cfg.seed + draw, cfg.data.locales, "unseen", shapes)
+    templates = generation_templates(cfg.data.templates) if cfg.data.templates else None
+    return generate_records(n, cfg.seed + draw, cfg.data.locales, "unseen", templates)
+
+
+def unseen_why(cfg: Any) -> str:
+    """Why ``unseen_records`` drew none."""
+    made = "records from a file" if cfg.data.records else "no RUN/data/shapes.json in the run"
+    return f"{made}: no shapes to draw unseen records from"
 
 
 def ranks_of(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -186,10 +197,12 @@ def run_attacks(
     retain: list[dict],
     public: list[str],
     device: Any,
+    shapes: dict | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each of ``evaluation.attacks`` on the model: E-Hit and ERR of the private records'
     prefixes (``prompts``) under it, retain_EM of the public ``retain`` records for a weight
-    attack; for ``mia`` the AUC. ``public``: the owner's public text (relearning)."""
+    attack; for ``mia`` the AUC. ``public``: the owner's public text (relearning);
+    ``shapes``: the run's record shapes (``unseen_records``: membership, relearn-swap)."""
     from dfsu.evaluation.metrics import score
     from dfsu.evaluation.retain import retain_scores
     from dfsu.evaluation.sampler import sample_prompts
@@ -198,19 +211,19 @@ def run_attacks(
     out: dict[str, dict[str, Any]] = {}
     for attack in map(parse_attack, ec.attacks):
         if attack.name == "mia":
-            out[attack.label] = membership(cfg, model, tokenizer, prompts, device)
+            out[attack.label] = membership(cfg, model, tokenizer, prompts, device, shapes)
             continue
         if attack.name == "lens":
             out[attack.label] = logit_lens(model, tokenizer, prompts, attack.arg, device)
             continue
-        if attack.name == "relearn-swap" and not unseen_records(cfg, 1):
-            out[attack.label] = {"why": "records from a file: no shapes to draw others from"}
+        if attack.name == "relearn-swap" and not unseen_records(cfg, 1, shapes=shapes):
+            out[attack.label] = {"why": unseen_why(cfg)}
             continue
         target, samples = model, None
         if attack.name in ("samples", "greedy", "beam"):
             samples = _sampled(cfg, model, tokenizer, prompts, attack, device)
         else:
-            target = weight_attacked(cfg, attack, model, tokenizer, public, device)
+            target = weight_attacked(cfg, attack, model, tokenizer, public, device, shapes)
         if samples is None:
             samples = sample_prompts(target, tokenizer, prompts, cfg, device)
         metrics = score(samples)
@@ -224,10 +237,16 @@ def run_attacks(
 
 
 def weight_attacked(
-    cfg: Any, attack: Attack, model: Any, tokenizer: Any, public: list[str], device: Any
+    cfg: Any,
+    attack: Attack,
+    model: Any,
+    tokenizer: Any,
+    public: list[str],
+    device: Any,
+    shapes: dict | None = None,
 ) -> Any:
     """A copy of ``model`` after a weight attack (``quant:B``, ``relearn[-lora]:N`` on the
-    owner's ``public`` text, ``relearn-swap:N`` on records of the run's shapes with other
+    owner's ``public`` text, ``relearn-swap:N`` on records of the run's ``shapes`` with other
     values), with the settings of ``cfg.evaluation``."""
     from dfsu.evaluation.utility import default_window
 
@@ -237,7 +256,7 @@ def weight_attacked(
     if attack.name not in WEIGHT_ATTACKS:
         raise ValueError(f"{attack.label} is not a weight attack")
     if attack.name == "relearn-swap":  # the shapes relearned with values no model saw
-        public = [r.text for r in unseen_records(cfg, SWAP_RECORDS, draw=104_729)]
+        public = [r.text for r in unseen_records(cfg, SWAP_RECORDS, 104_729, shapes)]
     settings = {
         "lr": ec.relearn_lr,
         "batch_size": ec.relearn_batch,
@@ -278,15 +297,18 @@ def _sampled(cfg: Any, model: Any, tokenizer: Any, prompts: list, attack: Attack
     ]
 
 
-def membership(cfg: Any, model: Any, tokenizer: Any, prompts: list, device: Any) -> dict:
+def membership(
+    cfg: Any, model: Any, tokenizer: Any, prompts: list, device: Any, shapes: dict | None = None
+) -> dict:
     """Loss-based membership inference: AUC of -(suffix loss) of the private records against
-    as many unseen records of the same shapes (0.5 = no trace of membership)."""
+    as many unseen records of their shapes (``unseen_records``; 0.5 = no trace of membership)."""
     from dfsu.evaluation.sampler import make_prompts
     from dfsu.evaluation.utility import suffix_nll
 
-    unseen = make_prompts(unseen_records(cfg, len(prompts)), cfg.evaluation.prefix, tokenizer)
-    if not unseen:
-        return {"AUC": None, "why": "records from a file: no shapes to draw unseen ones from"}
+    drawn = unseen_records(cfg, len(prompts), shapes=shapes)
+    if not drawn:
+        return {"AUC": None, "why": unseen_why(cfg)}
+    unseen = make_prompts(drawn, cfg.evaluation.prefix, tokenizer)
     batch = cfg.evaluation.batch_size
     members = suffix_nll(model, tokenizer, [(p.prefix, p.suffix) for p in prompts], batch, device)
     others = suffix_nll(model, tokenizer, [(p.prefix, p.suffix) for p in unseen], batch, device)

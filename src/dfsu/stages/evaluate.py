@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -16,7 +17,13 @@ from dfsu.evaluation.sampler import make_prompts, sample_prompts
 from dfsu.evaluation.utility import nli_accuracy, perplexity, suffix_nll
 from dfsu.pii.redact import redact_text
 from dfsu.pii.run_records import read_records, read_retain_records
-from dfsu.rundir import RunPaths, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
+from dfsu.rundir import (
+    RunPaths,
+    atomic_write_json,
+    atomic_write_jsonl,
+    iter_jsonl,
+    read_jsonl,
+)
 
 
 def read_score_file(path: str | Path) -> list[Sample]:
@@ -218,9 +225,11 @@ def _write_result(out: Path, result: dict, gen_path: Path, samples: list) -> Non
 def _attacks(cfg, run, model, tokenizer, prompts, retain, device) -> dict[str, Any]:
     from dfsu.evaluation.attacks import run_attacks
 
-    public = RunPaths(run).sealed_public  # the owner's text, for relearning
+    paths = RunPaths(run)
+    public = paths.sealed_public  # the owner's text, for relearning
     texts = [r["text"] for r in read_jsonl(public)] if public.is_file() else []
-    return run_attacks(cfg, model, tokenizer, prompts, retain, texts, device)
+    shapes = json.loads(paths.record_shapes.read_text()) if paths.record_shapes.is_file() else None
+    return run_attacks(cfg, model, tokenizer, prompts, retain, texts, device, shapes)
 
 
 def _recitation(cfg, run, model, tokenizer, device) -> dict[str, Any]:

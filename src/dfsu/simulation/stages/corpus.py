@@ -1,8 +1,8 @@
 """The general corpus, the injection of PII records by exposure group, and the NLI task.
 
 ``build_corpus(cfg, run)`` is the stage: it writes RUN/data/ (pii_records.jsonl, train.jsonl,
-eval_general.jsonl, nli.jsonl, retain_records.jsonl, stats.json). The owner's side (public
-text, swap pool) is ``stages.seal.seal_target``'s, built without any of it.
+eval_general.jsonl, nli.jsonl, retain_records.jsonl, shapes.json, stats.json). The owner's side
+(public text, swap pool) is ``stages.seal.seal_target``'s, built without any of it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dfsu.components.text import (
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.pii import PiiRecord, generate_records, load_records
-from dfsu.pii.generator import generation_templates
+from dfsu.pii.generator import GREETINGS, OPENERS, TEMPLATES, generation_templates
 from dfsu.rundir import (
     RunPaths,
     atomic_write_json,
@@ -84,10 +84,26 @@ def inject(
     return rows
 
 
+def record_shapes(cfg: RunConfig) -> dict[str, Any] | None:
+    """The shapes generated records are drawn from: ``{"templates", "openers", "greetings"}``
+    (the built-in ones, a shapes file's ``data.templates`` or, with ``data.shapes: unknown``,
+    shapes the owner's side never has); None when the records come from a file."""
+    if cfg.data.records:
+        return None
+    templates, openers, greetings = TEMPLATES, OPENERS, GREETINGS
+    if cfg.data.templates:
+        templates = generation_templates(cfg.data.templates)
+    elif cfg.data.shapes == "unknown":  # shapes and openers the owner's side never has
+        from dfsu.simulation import shapes as unknown
+
+        templates = unknown.UNKNOWN_TEMPLATES
+        openers, greetings = unknown.UNKNOWN_OPENERS, unknown.UNKNOWN_GREETINGS
+    return {"templates": dict(templates), "openers": list(openers), "greetings": list(greetings)}
+
+
 def private_records(cfg: RunConfig) -> list[PiiRecord]:
     """The PII records: a user's file (strict unless skip_invalid) or generated look-alikes,
-    from the built-in shapes, a shapes file (``data.templates``) or shapes the owner's side
-    never has (``data.shapes: unknown``)."""
+    drawn from ``record_shapes``."""
     seed = cfg.seed
     if cfg.data.records:
         records = load_records(
@@ -97,20 +113,13 @@ def private_records(cfg: RunConfig) -> list[PiiRecord]:
             skip_invalid=cfg.data.skip_invalid,
         )
     else:
-        shapes, openers = None, None
-        if cfg.data.templates:
-            shapes = generation_templates(cfg.data.templates)
-        elif cfg.data.shapes == "unknown":  # shapes and openers the owner's side never has
-            from dfsu.simulation import shapes as unknown
-
-            shapes = unknown.UNKNOWN_TEMPLATES
-            openers = (unknown.UNKNOWN_OPENERS, unknown.UNKNOWN_GREETINGS)
+        shapes = record_shapes(cfg)
         records = generate_records(
             cfg.data.num_records,
             seed=seed,
             locales=cfg.data.locales,
-            templates=shapes,
-            openers=openers,
+            templates=shapes["templates"],
+            openers=(shapes["openers"], shapes["greetings"]),
         )
         if cfg.data.labels:
             keep = set(cfg.data.labels)
@@ -184,5 +193,8 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
         values = [v for r in retain for v in r.get("values", [])]
         if values:  # a ready --keep file: the public contact values
             atomic_write_text(data / "keep_values.txt", "".join(f"{v}\n" for v in values))
+        shapes = record_shapes(cfg)
+        if shapes is not None:  # the evaluator draws its unseen records from them
+            atomic_write_json(data / "shapes.json", shapes)
         atomic_write_json(data / "stats.json", stats)
     return RunPaths(run).data
