@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoTokenizer
 
 from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
@@ -193,7 +194,14 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
         marked.append(marks.sum().item())
         return real_ce(logits, targets, marks)
 
+    real_scrub, scrubs = undo.scrub_tokenizer, []
+
+    def scrub(directory, tokenizer, values, owners, min_chars):
+        scrubs.append((values, owners, min_chars))
+        return real_scrub(directory, tokenizer, values, owners, min_chars)
+
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(undo, "scrub_tokenizer", scrub)
         mp.setattr(undo, "distillation_texts", spy)
         mp.setattr(undo, "load_causal_lm", load)
         mp.setattr(losses, "teacher_kl", kl)
@@ -213,8 +221,17 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
     given = RunPaths(run).sealed_model.resolve()
     assert loaded.count((teacher / "merged").resolve()) == 1 and loaded.count(given) == 2
     assert sorted(p.name for p in out.iterdir()) == ["merged", "summary.json", "train_log.jsonl"]
-    public, recited, own, counts = seen["texts"]
+    public, recited, own, found, counts = seen["texts"]
     values = [s.value.casefold() for r in read_records(run) for s in r.spans]
+    assert sorted(v.casefold() for v in found) == sorted(set(values))  # the twin's: the truth
+    # The values leave the copy's tokenizer (the micro tokenizer merged none of them into a
+    # token of its own: tests/test_vocab.py has one that did); the owner's text reads the same.
+    [(scrubbed_of, owners, min_chars)] = scrubs
+    assert scrubbed_of == found and set(public) <= set(owners) and min_chars == 4
+    assert summary["distillation"]["vocabulary"] == {"scrubbed": 0, "values": len(found)}
+    owners_tok = AutoTokenizer.from_pretrained(run / "sealed" / "model")
+    mine = AutoTokenizer.from_pretrained(out / "merged")
+    assert all(mine(t)["input_ids"] == owners_tok(t)["input_ids"] for t in owners)
     assert public and counts["recited"] >= len(recited) and counts["sampled"] == 16
     assert recited and own and counts["samples_kept"] == len(own)
     assert not [t for t in recited + own if any(v in t.casefold() for v in values)]
@@ -338,13 +355,21 @@ def test_with_no_recitations_or_samples_the_copy_draws_nothing_to_keep_out(monke
         raise AssertionError("a leak estimate drawn for no recitation")
 
     monkeypatch.setattr(undo, "_confirmed", never)
-    uu = SimpleNamespace(recitations=0, samples=0)
+    uu = SimpleNamespace(recitations=0, samples=0, scrub_chars=0)
     cfg = SimpleNamespace(unlearning=SimpleNamespace(undo=uu))
     owner = SimpleNamespace(public_texts=lambda: ["some public text"])
     texts = undo.distillation_texts(cfg, owner, None, None, "loop", None, "cpu")
-    public, kept, own, counts = texts
-    assert public == ["some public text"] and kept == own == []
-    assert counts == {"public_texts": 1, "recited": 0, "kept": 0, "sampled": 0, "samples_kept": 0}
+    public, kept, own, found, counts = texts
+    assert public == ["some public text"] and kept == own == found == []
+    assert counts == {
+        "public_texts": 1,
+        "recited": 0,
+        "kept": 0,
+        "sampled": 0,
+        "samples_kept": 0,
+        "values_found": 0,
+        "spans_found": 0,
+    }
 
 
 def test_an_own_samples_target_is_part_the_sampled_token_part_the_teacher():

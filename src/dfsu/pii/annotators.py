@@ -201,7 +201,16 @@ def detect_file(path: str | Path, annotator: OfflineAnnotator) -> dict[str, Any]
     return out
 
 
-def pii_free(cfg: Any, root: Path, texts: list[str]) -> list[str]:
-    """The non-empty ``texts`` in which the run's annotator (``leak.annotator``) finds no PII."""
+def pii_spans(cfg: Any, root: Path, texts: list[str]) -> list[list[str]]:
+    """The PII the run's annotator (``leak.annotator``) finds in each of ``texts``: the
+    strings of its spans."""
     annotator = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
-    return [t for t, spans in zip(texts, annotator(texts), strict=True) if t and not spans]
+    found = annotator(texts) if texts else []
+    return [[t[s.start : s.end] for s in spans] for t, spans in zip(texts, found, strict=True)]
+
+
+def pii_free(cfg: Any, root: Path, texts: list[str]) -> list[str]:
+    """The non-empty ``texts`` in which the run's annotator finds no PII (``pii_spans``)."""
+    return [
+        t for t, spans in zip(texts, pii_spans(cfg, root, texts), strict=True) if t and not spans
+    ]

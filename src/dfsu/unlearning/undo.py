@@ -54,6 +54,7 @@ from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
 from dfsu.stage_table import UNDO_TEACHER
 from dfsu.unlearning.result import UnlearnSummary
+from dfsu.unlearning.vocab import scrub_tokenizer
 
 WARMUP = 20  # optimizer steps of linear warm-up, then linear decay to a twentieth
 
@@ -117,11 +118,13 @@ def kept_texts(texts: Sequence[str], values: Sequence[str]) -> list[str]:
 
 def distillation_texts(
     cfg: Any, owner: Any, model: Any, tokenizer: Any, data: str, truth: list | None, device: Any
-) -> tuple[list[str], list[str], list[str], dict[str, int]]:
-    """(the owner's public texts, the recitations kept, the own samples kept, counts for
-    summary.json). A recitation or sample is kept when it holds no value: for ``loop`` (data-
-    free) the annotator finds no PII in it and it holds no value the leak estimate's select
-    draw confirms; for ``oracle`` it holds no true value."""
+) -> tuple[list[str], list[str], list[str], list[str], dict[str, int]]:
+    """(the owner's public texts, the recitations kept, the own samples kept, the values found,
+    counts for summary.json). A recitation or sample is kept when it holds no value: for
+    ``loop`` (data-free) the annotator finds no PII in it and it holds no value the leak
+    estimate's select draw confirms; for ``oracle`` it holds no true value. The values found
+    (the confirmed or true ones, and for ``loop`` the PII the annotator found in the texts
+    drawn) leave the copy's tokenizer (``unlearning.undo.scrub_chars``)."""
     from dfsu.config import RECITE_BRANCHES
     from dfsu.evaluation.sampler import branch_recitations, unprompted_samples
     from dfsu.ui import info
@@ -142,42 +145,52 @@ def distillation_texts(
         sampled = unprompted_samples(
             model, tokenizer, uu.samples, uu.sample_tokens, SAMPLE_TOP_P, seed, device
         )
-    kept, own = _value_free(cfg, owner, model, tokenizer, data, truth, device, recited, sampled)
+    found: list[str] = []
+    if recited or sampled or uu.scrub_chars:
+        found = _found_values(cfg, owner, model, tokenizer, data, truth, device)
+    (kept, own), spotted = _value_free(cfg, owner, data, found, recited, sampled)
     info(
         f"undo: {len(kept)} of {len(recited)} recitations, {len(own)} of {len(sampled)} own "
         "samples kept"
     )
     counts = {"public_texts": len(public), "recited": len(recited), "kept": len(kept)}
-    return public, kept, own, counts | {"sampled": len(sampled), "samples_kept": len(own)}
+    counts |= {"sampled": len(sampled), "samples_kept": len(own), "values_found": len(found)}
+    counts["spans_found"] = len(set(spotted))
+    return public, kept, own, sorted(set(found) | set(spotted)), counts
 
 
 SAMPLE_SEED = 11  # the own samples' draw: seeded from the run's seed plus this
 SAMPLE_TOP_P = 0.95
 
 
-def _value_free(
-    cfg: Any,
-    owner: Any,
-    model: Any,
-    tokenizer: Any,
-    data: str,
-    truth: list | None,
-    device: Any,
-    *groups: list[str],
-) -> list[list[str]]:
-    """Each of ``groups`` with only its texts that hold no value (``distillation_texts``);
-    with no text in any, no search for the values is made."""
-    from dfsu.pii.annotators import pii_free
-
-    if not any(groups):
-        return [[] for _ in groups]
+def _found_values(
+    cfg: Any, owner: Any, model: Any, tokenizer: Any, data: str, truth: list | None, device: Any
+) -> list[str]:
+    """The values kept out of what the copy learns: for ``oracle`` the true ones, for
+    ``loop`` (data-free) those the leak estimate's select draw confirms on the owner's model."""
     if data == "oracle":
-        values = [s.value for r in truth or [] for s in r.spans]
-        return [kept_texts(group, values) for group in groups]
-    found = _confirmed(cfg, owner, model, tokenizer, device)
-    return [
-        kept_texts(pii_free(cfg, owner.root, group), found) if group else [] for group in groups
-    ]
+        return sorted({s.value for r in truth or [] for s in r.spans})
+    return _confirmed(cfg, owner, model, tokenizer, device)
+
+
+def _value_free(
+    cfg: Any, owner: Any, data: str, found: list[str], *groups: list[str]
+) -> tuple[list[list[str]], list[str]]:
+    """Each of ``groups`` with only its texts that hold none of the values ``found`` and, for
+    ``loop``, in which the annotator finds no PII (``distillation_texts``); and the PII the
+    annotator found in the rest (for ``loop``; the copy's tokenizer is scrubbed of it)."""
+    from dfsu.pii.annotators import pii_spans
+
+    if data == "oracle":
+        return [kept_texts(group, found) for group in groups], []
+    kept, spotted = [], []
+    for group in groups:
+        spans = pii_spans(cfg, owner.root, group) if group else []
+        kept.append(
+            kept_texts([t for t, s in zip(group, spans, strict=True) if t and not s], found)
+        )
+        spotted += [value for row in spans for value in row]
+    return kept, spotted
 
 
 def _confirmed(cfg: Any, owner: Any, model: Any, tokenizer: Any, device: Any) -> list[str]:
@@ -208,7 +221,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         )
     given, tokenizer = load_causal_lm(owner.model)
     given.to(device).eval().requires_grad_(False)
-    public, recited, own, counts = distillation_texts(
+    public, recited, own, found, counts = distillation_texts(
         cfg, owner, given, tokenizer, data, truth, device
     )
     checks = owner.check_texts()[: cfg.unlearning.eval_docs]  # the held-out documents
@@ -241,12 +254,18 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     student.eval()
     ppl = [before, perplexity(student, tokenizer, checks, window, device=device)]
     info(f"undo {name}: perplexity {ppl[0]:.3f} -> {ppl[1]:.3f} ({len(checks)} documents)")
-    summary = _summary(cfg, name, data, ppl, len(checks), counts, time.time() - started)
     final = owner.paths.unlearned(name)
     with staged_dir(final) as out:
         student.to("cpu").save_pretrained(out / "merged")
         tokenizer.padding_side = "right"
         tokenizer.save_pretrained(out / "merged")
+        if uu.scrub_chars:  # the values found leave the copy's tokenizer (unlearning/vocab.py)
+            owners = public + owner.check_texts() + owner.report_texts()  # read as before
+            counts["vocabulary"] = scrub_tokenizer(
+                out / "merged", tokenizer, found, owners, uu.scrub_chars
+            )
+            info(f"undo {name}: {counts['vocabulary']['scrubbed']} tokens scrubbed")
+        summary = _summary(cfg, name, data, ppl, len(checks), counts, time.time() - started)
         atomic_write_jsonl(out / "train_log.jsonl", log)
         atomic_write_json(out / "summary.json", summary.to_json())
     return final
