@@ -162,7 +162,9 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
     _, source = trained_micro_run
     run = tmp_path / "run"
     shutil.copytree(source, run)
-    cfg = load_config(str(run / "config.yaml"), [*UNDO_FAST, *FAST_UNLEARNING, *samples])
+    scrubbing = ["unlearning.undo.scrub_chars=4"]
+    overrides = [*UNDO_FAST, *FAST_UNLEARNING, *samples, *scrubbing]
+    cfg = load_config(str(run / "config.yaml"), overrides)
     with pytest.raises(DfsuError, match="takes --data loop or oracle"):
         unlearn(cfg, run, "undo", "pseudo")
     with pytest.raises(DfsuError, match="no unlearned model to distil from"):

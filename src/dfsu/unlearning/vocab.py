@@ -8,7 +8,9 @@ who opens tokenizer.json, and reads a member's value in fewer, longer tokens tha
 AUC 76 / 78 on the seed-1 / seed-3 unknown-shapes targets; the seed-3 retrain's own tokenizer
 52). No update of the weights reaches that: the model handed back keeps the owner's tokenizer.
 
-So the copy's tokenizer is handed back without them: each token that is a piece of a value
+With ``unlearning.undo.scrub_chars`` > 0 the copy's tokenizer is handed back without them
+(off by default: held out it cost the copy public records and brought nonsense where records
+were, docs/results.md): each token that is a piece of a value
 dfsu found, or a step of the merges that make one (``scrub_candidates``), at least
 ``min_chars`` characters long, and that the owner's public text does not need (neither one of
 its tokens nor a step of the merges that make them, ``needed_tokens``), loses the merges that
