@@ -175,8 +175,7 @@ class RunPaths:
 
     @property
     def record_shapes(self) -> Path:
-        """RUN/data/shapes.json: the shapes and openers the private records were drawn from
-        (the evaluator's unseen records for membership and relearn-swap are drawn from them)."""
+        """RUN/data/shapes.json: the private records' shapes, for the evaluator's unseen ones."""
         return self.data / "shapes.json"
 
     @property
