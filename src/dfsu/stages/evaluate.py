@@ -17,13 +17,7 @@ from dfsu.evaluation.sampler import make_prompts, sample_prompts
 from dfsu.evaluation.utility import nli_accuracy, perplexity, suffix_nll
 from dfsu.pii.redact import redact_text
 from dfsu.pii.run_records import read_records, read_retain_records
-from dfsu.rundir import (
-    RunPaths,
-    atomic_write_json,
-    atomic_write_jsonl,
-    iter_jsonl,
-    read_jsonl,
-)
+from dfsu.rundir import RunPaths, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
 
 
 def read_score_file(path: str | Path) -> list[Sample]:
