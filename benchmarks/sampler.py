@@ -1,5 +1,7 @@
 """Batched sampler vs a naive loop (one `generate` call per prefix per sample), and vs itself
-with a KV cache that concatenates every step (the room set aside once turned off).
+with a KV cache that concatenates every step (the room set aside once turned off); and
+unprompted samples (the whole vocabulary's nucleus, as `unlearning.undo.samples` draws them)
+with the nucleus looked for in the likeliest tokens first vs every row sorted whole.
 
 Same target, prefixes, K and lengths; prints the wall times and their ratios, measured in
 this one run, and whether the two batched draws are the same.
@@ -19,7 +21,7 @@ import torch
 
 from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
-from dfsu.evaluation import sampler
+from dfsu.evaluation import kvcache, sampler
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.pii.run_records import read_records
 from dfsu.simulation.stages.corpus import build_corpus
@@ -55,6 +57,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100, help="prefixes to sample from")
     parser.add_argument("--k", type=int, default=5, help="samples per prefix")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--free", type=int, default=512, help="unprompted samples to time")
     args = parser.parse_args()
     set_quiet(True)
     torch.set_num_threads(torch.get_num_threads())
@@ -93,14 +96,14 @@ def main() -> None:
     drawn = batched_draw()
     batched = time.perf_counter() - start
 
-    room = sampler._preallocated
-    sampler._preallocated = lambda cache, _room: cache  # every step concatenates
+    room = kvcache.preallocated
+    kvcache.preallocated = lambda cache, _room: cache  # every step concatenates
     try:
         start = time.perf_counter()
         concatenated = batched_draw()
         plain = time.perf_counter() - start
     finally:
-        sampler._preallocated = room
+        kvcache.preallocated = room
 
     start = time.perf_counter()
     naive(model, tok, prompts, args.k, ec.top_p, ec.top_k, ec.temperature, seed=0)
@@ -111,6 +114,21 @@ def main() -> None:
     print(f"speed-up:        {loop / batched:8.1f}x")
     print(f"concatenating cache: {plain:8.2f} s, {plain / batched:.2f}x the batched sampler's")
     print(f"the same draws with and without the room: {drawn == concatenated}")
+
+    free = [sampler.Prompt(f"free-{i}", "", "", [], 64) for i in range(args.free)]
+    head = sampler.NUCLEUS_HEAD
+    timed = {}
+    for name, width in (("head", head), ("whole", model.config.vocab_size)):
+        sampler.NUCLEUS_HEAD = width  # at the vocabulary's size every row is sorted whole
+        start = time.perf_counter()
+        sampler.unprompted_samples(model, tok, len(free), 64, 0.95, 0, "cpu")
+        timed[name] = time.perf_counter() - start
+    sampler.NUCLEUS_HEAD = head
+    print(
+        f"{args.free} unprompted samples of 64 tokens (top-p 0.95, whole vocabulary): "
+        f"nucleus in the {head} likeliest first {timed['head']:.2f} s, every row sorted "
+        f"{timed['whole']:.2f} s: {timed['whole'] / timed['head']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -160,6 +160,29 @@ def test_pick_next_follows_the_filtered_distribution():
     assert torch.allclose(unfiltered, probs, atol=0.02)
 
 
+def test_a_full_vocabulary_nucleus_reaching_past_the_head_is_drawn_whole():
+    """Rows whose nucleus lies in the head and rows whose nucleus reaches past it, in one
+    batch: each drawn from its own nucleus (breaks: no second pass over the rows beyond the
+    head -> nothing past the head is drawn; rows put back in the wrong places -> the peaked
+    rows draw the flat rows' tokens)."""
+    from dfsu.evaluation.sampler import NUCLEUS_HEAD, pick_next
+
+    vocab, n = 2 * NUCLEUS_HEAD + 8, 12000
+    slow = -0.01 * torch.arange(vocab, dtype=torch.float)  # nucleus past the head
+    peaked = slow.clone()
+    peaked[3] = 10.0  # nucleus: token 3 alone
+    order = torch.randperm(vocab, generator=torch.Generator().manual_seed(1))
+    logits = torch.stack([slow[order], peaked[order]]).repeat(n, 1)  # rows alternate
+    drawn = pick_next(logits, torch.Generator().manual_seed(0), top_p=0.9)
+    assert (drawn[1::2] == order.argsort()[3]).all()
+    probs = slow.softmax(-1)
+    expected = probs.masked_fill(probs.cumsum(-1) - probs >= 0.9, 0.0)
+    expected = expected / expected.sum()
+    freq = torch.bincount(order[drawn[0::2]], minlength=vocab).float() / n
+    assert freq[NUCLEUS_HEAD:].sum() > 0.2
+    assert torch.allclose(freq, expected, atol=0.006)
+
+
 def test_greedy_decoding_matches_transformers_generate(trained_run):
     cfg, run = trained_run
     model, tok = load_causal_lm(run / "target")
@@ -302,7 +325,7 @@ def test_top_per_group_keeps_the_best_of_each_group():
 def test_a_cache_layer_with_room_holds_what_a_concatenating_one_holds():
     from transformers.cache_utils import DynamicLayer
 
-    from dfsu.evaluation.sampler import RoomyLayer
+    from dfsu.evaluation.kvcache import RoomyLayer
 
     torch.manual_seed(0)
     plain = DynamicLayer()
@@ -322,13 +345,13 @@ def test_a_cache_layer_with_room_holds_what_a_concatenating_one_holds():
 
 
 def test_sampling_with_room_in_the_cache_draws_what_concatenation_draws(trained_run, monkeypatch):
-    from dfsu.evaluation import sampler
+    from dfsu.evaluation import kvcache
 
     cfg, run = trained_run
     model, tok = load_causal_lm(run / "target")
     prompts = make_prompts(read_records(run)[:7], "first_entity", tok)
     roomy = sample_continuations(model, tok, prompts, num_samples=3, seed=5, batch_size=3)
-    monkeypatch.setattr(sampler, "_preallocated", lambda cache, room: cache)
+    monkeypatch.setattr(kvcache, "preallocated", lambda cache, room: cache)
     plain = sample_continuations(model, tok, prompts, num_samples=3, seed=5, batch_size=3)
     assert roomy == plain
 
