@@ -30,8 +30,13 @@ def evaluator_figures(row: dict) -> tuple[float | None, float | None]:
     return lens.get("middle"), (attacks.get("mia") or {}).get("AUC")
 
 
-def measure_run(run: Path) -> dict:
-    """Every row's owner depth figures beside the evaluator's, and the Spearman of each."""
+# what an extra row takes from its evaluation (the keys a run's results rows hold)
+ROW_KEYS = ("E_Hit", "ERR", "FRS", "S_Exp", "retain_EM", "PPL", "NLI_acc", "garbled", "attacks")
+
+
+def measure_run(run: Path, extra: tuple[str, ...] = ()) -> dict:
+    """Every row's owner depth figures beside the evaluator's, and the Spearman of each;
+    ``extra``: rows evaluated apart (RUN/eval/NAME.json, `dfsu evaluate`) read as well."""
     import time
 
     from dfsu.components.models import load_causal_lm, pick_device
@@ -53,6 +58,9 @@ def measure_run(run: Path) -> dict:
     contexts = value_contexts(draw, cfg.leak.min_count)
     pool, batch = owner.swap_pool(), cfg.evaluation.batch_size
     results = json.loads(paths.results.read_text())
+    for name in extra:
+        evaluated = json.loads(paths.eval(name).read_text())
+        results["rows"].append({"method": name} | {k: evaluated.get(k) for k in ROW_KEYS})
     print(f"{run}: {len(contexts)} found values in context (report draw of the original)")
     rows = []
     for row in results["rows"]:
@@ -69,12 +77,14 @@ def measure_run(run: Path) -> dict:
             "lens": lens,
             "owner_auc": depth["membership"]["AUC"],
             "auc": auc,
+            "owner_tokenizer": depth["tokenizer"]["AUC"],
             "seconds": round(seconds, 2),
         }
         rows.append(got)
         print(
             f"{got['row']:>14}  lens middle: owner {got['owner_lens']}, evaluator {lens};  "
-            f"AUC: owner {got['owner_auc']}, evaluator {auc};  {seconds:.1f} s",
+            f"AUC: owner {got['owner_auc']}, evaluator {auc};  "
+            f"tokenizer AUC: owner {got['owner_tokenizer']};  {seconds:.1f} s",
             flush=True,
         )
     out = {"rows": rows, "values": len(contexts)}
@@ -90,9 +100,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--out-dir", type=Path, help="results.json copies with owner_depth")
+    parser.add_argument(
+        "--extra", default="", help="rows evaluated apart, comma-separated (RUN/eval/NAME.json)"
+    )
     args = parser.parse_args()
     for run in args.runs:
-        measured = measure_run(run)
+        measured = measure_run(run, tuple(n for n in args.extra.split(",") if n))
         if args.out_dir:
             results = measured["results"]
             results.setdefault("provenance", {})["owner_depth_agreement"] = measured["agreement"]

@@ -60,6 +60,8 @@ COLUMNS = [
     ("lens", lambda r: _attack(r, "lens", "middle"), None, 1),
     ("owner AUC", lambda r: _depth(r, "membership", "AUC"), None, 1),
     ("MIA AUC", lambda r: _attack(r, "mia", "AUC"), None, 1),
+    # the tokenizer alone over the same found values (evaluation.depth.owner_tokenizer)
+    ("owner tokenizer", lambda r: _depth(r, "tokenizer", "AUC"), None, 1),
 ]
 
 

@@ -13,6 +13,7 @@ from dfsu.evaluation.depth import (
     membership_trace,
     owner_lens,
     owner_membership,
+    owner_tokenizer,
     swapped_values,
     value_contexts,
 )
@@ -209,6 +210,25 @@ def test_membership_reads_what_the_model_wrote_after_each_value_on_both_sides(mo
     # the values alone: the same contexts, the gap and the value, nothing after
     assert found_alone == [(_context(i), f" {NAMES[i]}") for i in range(len(NAMES))]
     assert swapped_alone == [(_context(i), f" {UNSEEN[i]}") for i in range(len(NAMES))]
+
+
+def test_the_tokenizer_alone_tells_the_values_it_merged_from_the_swaps():
+    """A byte-level BPE trained on text that repeats the found values (never the swaps) spells
+    them in fewer tokens per character than the swaps in the same contexts: AUC near 100, near
+    0 with the sides swapped, near 50 for a tokenizer that merged neither. Breaks: the sides
+    swapped (100 becomes 0), the swap's text read on both sides (50)."""
+    from dfsu.simulation.stages.target import train_tokenizer
+
+    pool = {f"L{i}": [name, UNSEEN[i]] for i, name in enumerate(NAMES)}
+    texts = [f"{_context(i)} {n}." for i, n in enumerate(NAMES)]
+    merged = train_tokenizer(texts * 20, 400)
+    got = owner_tokenizer(merged, _found(), pool, 0)
+    assert got["AUC"] >= 90 and got["pairs"] == len(NAMES), got
+    unseen = [c._replace(value=UNSEEN[i]) for i, c in enumerate(_found())]
+    assert owner_tokenizer(merged, unseen, pool, 0)["AUC"] <= 10
+    neither = train_tokenizer([f"{_context(i)} is quiet." for i in range(9)] * 20, 300)
+    assert 25 <= owner_tokenizer(neither, _found(), pool, 0)["AUC"] <= 75
+    assert owner_tokenizer(merged, _found(), {"L0": [NAMES[0]]}, 0)["AUC"] is None
 
 
 def test_membership_trace_reads_the_values_set_apart_either_way():

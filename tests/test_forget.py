@@ -423,6 +423,36 @@ def test_the_report_documents_perplexity_is_read_against_the_bound_in_words():
     assert perplexity_view(10, 10.0, 11.0, 0.10, 10)["within_bound"]  # the edge is within
 
 
+def test_the_depth_words_and_rows_say_when_the_tokenizer_alone_spells_the_values():
+    # catches: the tokenizer's reading dropped from the words or the table, read from the
+    # model as given instead of the one handed back, or counted into "still inside the model"
+    # (no weight update reaches the vocabulary)
+    from dfsu.forget_page import _depth_rows
+    from dfsu.forget_report import depth_view
+
+    def measured(middle, auc, spelled):
+        lens = {"top": 10, "tokens": 40, "middle": middle, "layers": [middle, 1.0]}
+        membership = {"AUC": auc, "pairs": 20}
+        return {"lens": lens, "membership": membership, "tokenizer": {"AUC": spelled}}
+
+    original = measured(90.0, 100.0, 78.0)
+    removed = depth_view(original, measured(6.0, 51.0, 77.4))
+    assert not removed["held_inside"] and "no longer holds" in removed["words"]
+    assert (
+        "The tokenizer alone tells them from other values of their label with AUC 77"
+        in (removed["words"])
+    )
+    assert removed["tokenizer_auc"] == {"before": 78.0, "after": 77.4}
+    (row,) = [r for r in _depth_rows(removed) if r["measure"].startswith("tokenizer")]
+    assert (row["before"], row["after"], row["reading"]) == ("78", "77", "spells them")
+    scrubbed = depth_view(original, measured(6.0, 51.0, 52.0))
+    assert "tokenizer" not in scrubbed["words"]
+    (row,) = [r for r in _depth_rows(scrubbed) if r["measure"].startswith("tokenizer")]
+    assert row["reading"] == "near no trace"
+    older = depth_view(measured(90.0, 100.0, None), measured(6.0, 51.0, None))
+    assert not [r for r in _depth_rows(older) if r["measure"].startswith("tokenizer")]
+
+
 def test_the_depth_words_say_hidden_when_the_lens_or_membership_still_find_the_values():
     # catches: a verdict that reads the output only (a constant "removed"), or one that
     # ignores either measure

@@ -7,7 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dfsu.forget_report import COLLAPSE_SHOWN, HELD_AUC, HELD_LENS, LOST_SHOWN, searched_words
+from dfsu.forget_report import (
+    COLLAPSE_SHOWN,
+    HELD_AUC,
+    HELD_LENS,
+    LOST_SHOWN,
+    SPELLED_AUC,
+    searched_words,
+)
 
 GOOD, MIXED, BAD = "good", "mixed", "bad"  # a verdict row's grade (its colour)
 
@@ -143,6 +150,12 @@ def _depth_rows(depth: dict[str, Any] | None) -> list[dict[str, str]]:
     if va is not None and trace > aa:  # the values alone read further from 50: avoided
         reading = "avoided: singled out"
         rows.append(_row("membership AUC, values alone", f"{vb:.0f}", f"{va:.0f}", reading, BAD))
+    vocabulary = depth.get("tokenizer_auc", {})
+    tb, ta = vocabulary.get("before"), vocabulary.get("after")
+    if ta is not None:
+        reading, grade = ("spells them", MIXED) if ta >= SPELLED_AUC else ("near no trace", GOOD)
+        shown = "-" if tb is None else f"{tb:.0f}"
+        rows.append(_row("tokenizer AUC (50: no trace)", shown, f"{ta:.0f}", reading, grade))
     return rows
 
 

@@ -198,6 +198,9 @@ def searched_words(name: str, got: dict[str, Any]) -> str:
 # unlearned row of the simulation 80-85 % and 99.8).
 HELD_AUC = 75.0  # membership AUC of the found values against swapped ones
 HELD_LENS = 0.5  # the middle layer's lens share, as a fraction of the model as given's
+# The tokenizer alone (``depth.owner_tokenizer``) reads the found values apart at or above this
+# (the simulation's unknown-shapes targets 87-89, their retrains' own tokenizers 47-52).
+SPELLED_AUC = 65.0
 
 
 def depth_view(before: Any, after: Any) -> dict[str, Any] | None:
@@ -239,11 +242,22 @@ def depth_view(before: Any, after: Any) -> dict[str, Any] | None:
         )
     else:
         words += ": the model no longer holds the found values where these probes look"
+    spelled = (after.get("tokenizer") or {}).get("AUC")
+    if spelled is not None and spelled >= SPELLED_AUC:
+        words += (
+            f". The tokenizer alone tells them from other values of their label with AUC "
+            f"{spelled:.0f}: its vocabulary holds pieces of them, which no weight update "
+            "removes (with --method undo, unlearning.undo.scrub_chars scrubs the copy's)"
+        )
     return {
         "lens_middle": {"before": lb, "after": la},
         "membership_auc": {"before": ab, "after": aa},
         "membership_trace": {"before": tb, "after": ta},
         "value_auc": {"before": before["membership"].get("AUC_value"), "after": alone},
+        "tokenizer_auc": {
+            "before": (before.get("tokenizer") or {}).get("AUC"),
+            "after": spelled,
+        },
         "top": k,
         "tokens": before["lens"]["tokens"],
         "pairs": before["membership"].get("pairs", 0),

@@ -9,11 +9,14 @@ owner's records here (``value_contexts``):
     owner_membership  AUC of the loss of the found values and the text the model wrote
                       after each, in their contexts, against the same with a public value
                       of the same label swapped in (and on the values alone)
+    owner_tokenizer   the same pairs read by the tokenizer alone: a vocabulary that merged
+                      the values spells them in fewer tokens per character than the swaps
+                      (no weight update reaches it)
 
 Read on the model that gave the values back, both are high; on an unlearned model, a lens
 that stays high in the middle layers or an AUC that stays far from 50 either way
 (``membership_trace``) says the values were hidden, not removed. ``value_contexts``,
-``swapped_values`` and ``membership_trace`` are pure.
+``swapped_values``, ``membership_trace`` and ``owner_tokenizer`` are pure.
 """
 
 from __future__ import annotations
@@ -224,6 +227,30 @@ def owner_membership(
     }
 
 
+def owner_tokenizer(
+    tokenizer: Any, contexts: list[ValueContext], pool: dict[str, list[str]], seed: int
+) -> dict:
+    """Membership read by the tokenizer alone, over the pairs ``owner_membership`` reads
+    (``swapped_values``): score = minus the tokens per character of gap + value, tokenized
+    after its context; ``AUC`` (``attacks.auc``, found as members, in percent) 50 = the
+    vocabulary spells the found values as it spells other values of their labels; above: it
+    merged them into tokens of their own (a byte-level BPE trained on the data does;
+    docs/results.md). None, with ``why``, when no pair is found (pure)."""
+    pairs = swapped_values(contexts, pool, seed)
+    if not pairs:
+        why = "no found value has a swap-pool value of its label to compare with"
+        return {"AUC": None, "pairs": 0, "why": why}
+
+    def per_char(c: ValueContext) -> float:
+        whole = len(tokenizer(c.context + c.suffix, add_special_tokens=False)["input_ids"])
+        head = len(tokenizer(c.context, add_special_tokens=False)["input_ids"])
+        return (whole - head) / max(1, len(c.suffix))
+
+    found = [-per_char(a) for a, _ in pairs]
+    other = [-per_char(b) for _, b in pairs]
+    return {"AUC": round(100 * auc(found, other), 2), "pairs": len(pairs)}
+
+
 def membership_trace(membership: dict) -> float | None:
     """How far membership sets the found values apart, either way (pure): the AUC with the text
     after each value, or 100 - the AUC on the values alone where that is further from 50. An
@@ -247,9 +274,11 @@ def owner_depth(
     batch_size: int,
     device: Any,
 ) -> dict[str, Any]:
-    """Both measures on one model, and the seconds they took: ``owner_lens`` (top
-    ``DEPTH_TOP``) and ``owner_membership`` over the same found values."""
+    """The measures on one model, and the seconds they took: ``owner_lens`` (top
+    ``DEPTH_TOP``), ``owner_membership`` and ``owner_tokenizer`` over the same found values."""
     started = time.time()
     lens = owner_lens(model, tokenizer, contexts, DEPTH_TOP, device)
     membership = owner_membership(model, tokenizer, contexts, pool, seed, batch_size, device)
-    return {"lens": lens, "membership": membership, "seconds": round(time.time() - started, 1)}
+    vocabulary = owner_tokenizer(tokenizer, contexts, pool, seed)
+    seconds = round(time.time() - started, 1)
+    return {"lens": lens, "membership": membership, "tokenizer": vocabulary, "seconds": seconds}
