@@ -16,7 +16,7 @@ from dfsu.config import load_config
 from dfsu.errors import DfsuError
 from dfsu.stages.unlearn import unlearn
 from dfsu.unlearning.losses import binned, teacher_kl
-from dfsu.unlearning.undo import kept_texts, shrink_into
+from dfsu.unlearning.undo import kept_texts, shrink_into, without
 
 
 def test_teacher_kl_is_zero_on_the_teachers_distribution_and_reads_only_valid_positions():
@@ -111,6 +111,26 @@ def test_with_top_the_copy_matches_the_teachers_head_and_tail_mass_not_the_tails
     assert teacher_kl(student, teacher, valid, top=50).item() == pytest.approx(
         teacher_kl(student, teacher, valid).item(), rel=1e-5
     )
+
+
+def test_the_copy_is_taught_to_give_the_scrubbed_tokens_no_mass():
+    """The teacher's target without the scrubbed ids: the KL stays finite, the target gives
+    them nothing, and the student's gradient pushes exactly their logits down (breaks: -inf
+    in place of a finite logit makes the KL nan; the mask left out leaves their gradient
+    at the teacher's share)."""
+    torch.manual_seed(0)
+    teacher = torch.randn(2, 3, 8)
+    student = torch.randn(2, 3, 8, requires_grad=True)
+    banned = [2, 5]
+    target = without(teacher.clone(), banned)
+    assert torch.softmax(target, -1)[..., banned].max() == 0
+    loss = teacher_kl(student, target, torch.ones(2, 3))
+    assert torch.isfinite(loss)
+    loss.backward()
+    share = torch.softmax(student.detach(), -1) / 6  # d KL / d logit = p - q, per position
+    assert torch.allclose(student.grad[..., banned], share[..., banned], atol=1e-6)
+    assert (student.grad[..., banned] > 0).all()
+    assert torch.equal(without(teacher.clone(), []), teacher)
 
 
 def test_shrink_moves_every_weight_alpha_of_the_way_to_the_fresh_model():

@@ -54,7 +54,7 @@ from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
 from dfsu.stage_table import UNDO_TEACHER
 from dfsu.unlearning.result import UnlearnSummary
-from dfsu.unlearning.vocab import scrub_tokenizer
+from dfsu.unlearning.vocab import scrub_candidates, scrub_tokenizer, tokenizer_merges
 
 WARMUP = 20  # optimizer steps of linear warm-up, then linear decay to a twentieth
 
@@ -249,8 +249,12 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
 
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
     blocks = pack_documents(docs, min(uu.block_size, window), eos)
+    # what the copy's tokenizer must read as before: the owner's text and the samples it recites
+    needed = public + owner.check_texts() + owner.report_texts()
+    needed += [tokenizer.decode(row[1:]) for row in samples]
+    banned = _scrubbed_ids(tokenizer, found, needed, uu.scrub_chars)
     order = random.Random(f"undo-{cfg.seed}")
-    log = _distil(student, teacher, blocks, rows, pad, uu, order, name, samples, marks)
+    log = _distil(student, teacher, blocks, rows, pad, uu, order, name, samples, marks, banned)
     student.eval()
     ppl = [before, perplexity(student, tokenizer, checks, window, device=device)]
     info(f"undo {name}: perplexity {ppl[0]:.3f} -> {ppl[1]:.3f} ({len(checks)} documents)")
@@ -260,15 +264,35 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         tokenizer.padding_side = "right"
         tokenizer.save_pretrained(out / "merged")
         if uu.scrub_chars:  # the values found leave the copy's tokenizer (unlearning/vocab.py)
-            owners = public + owner.check_texts() + owner.report_texts()  # read as before
             counts["vocabulary"] = scrub_tokenizer(
-                out / "merged", tokenizer, found, owners, uu.scrub_chars
+                out / "merged", tokenizer, found, needed, uu.scrub_chars
             )
             info(f"undo {name}: {counts['vocabulary']['scrubbed']} tokens scrubbed")
         summary = _summary(cfg, name, data, ppl, len(checks), counts, time.time() - started)
         atomic_write_jsonl(out / "train_log.jsonl", log)
         atomic_write_json(out / "summary.json", summary.to_json())
     return final
+
+
+def _scrubbed_ids(tokenizer: Any, values: list[str], needed: list[str], chars: int) -> list[int]:
+    """The ids of the tokens ``scrub_tokenizer`` takes from the copy's tokenizer (none when
+    ``chars`` is 0 or the tokenizer is not BPE): the copy is taught to give them no mass."""
+    merges = tokenizer_merges(tokenizer) if chars else None
+    if not merges:
+        return []
+    tokens = scrub_candidates(tokenizer, values, needed, chars, merges)
+    return tokenizer.convert_tokens_to_ids(sorted(tokens))
+
+
+def without(logits: torch.Tensor, ids: list[int]) -> torch.Tensor:
+    """``logits`` ([..., V]) with the ``ids`` set so far down that their softmax is 0 and the
+    KL against them stays finite (in place; returned)."""
+    if ids:
+        logits[..., ids] = NO_MASS
+    return logits
+
+
+NO_MASS = -1.0e9  # a banned token's logit: softmax 0, log-softmax finite
 
 
 def _recited_runs(
@@ -310,12 +334,15 @@ def _distil(
     name: str,
     samples: list[list[int]] | None = None,
     marks: list[list[bool]] | None = None,
+    banned: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """``uu.steps`` AdamW steps of KL(teacher || student), the teacher's logits divided by
     ``uu.temperature``: each on ``uu.batch_size`` blocks of public text, half as many
     recitations (``rows``) and half as many own samples (``samples``): with ``marks``, their
     own tokens at the marked positions alone (cross-entropy); without, each position's target
-    ``uu.hard`` the sampled token and the rest the teacher's. The log every 50 steps."""
+    ``uu.hard`` the sampled token and the rest the teacher's; the ``banned`` ids (the tokens
+    scrubbed from the copy's tokenizer) given no mass in the teacher's. The log every 50
+    steps."""
     from dfsu.ui import progress_bar
     from dfsu.unlearning.losses import marked_ce, teacher_kl
 
@@ -331,6 +358,7 @@ def _distil(
         mask = tensors["attention_mask"].to(device)
         with torch.no_grad():
             target = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1] / uu.temperature
+            target = without(target, banned or [])
         logits = student(input_ids=ids, attention_mask=mask).logits[:, :-1]
         return teacher_kl(logits, target, mask[:, 1:].float(), ids[:, 1:], hard, uu.top)
 

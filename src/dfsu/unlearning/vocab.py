@@ -90,6 +90,14 @@ def scrubbed(spec: dict[str, Any], tokens: set[str]) -> dict[str, Any]:
     return {**spec, "model": model}
 
 
+def tokenizer_merges(tokenizer: Any) -> list | None:
+    """The merges of a fast BPE tokenizer as its tokenizer.json holds them, else None."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    spec = json.loads(backend.to_str()) if backend is not None else {}
+    model = spec.get("model") or {}
+    return model.get("merges") if model.get("type") == "BPE" else None
+
+
 def scrub_tokenizer(
     directory: Path, tokenizer: Any, values: list[str], public: list[str], min_chars: int
 ) -> dict[str, Any]:
