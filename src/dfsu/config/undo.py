@@ -87,13 +87,14 @@ class UndoConfig:
     )
 
     scrub_chars: int = _f(
-        0,
+        4,
         "tokens of at least this many characters that are pieces of the values found (the "
         "leak estimate's confirmed ones and the PII the annotator finds in the own samples; "
-        "the oracle twin: the true ones) and that the owner's text does not need leave the "
-        "copy's tokenizer (its vocabulary spelled them out and read a member's value in fewer "
-        "tokens than a stranger's): less membership, fewer public records and more nonsense "
-        "where records were (docs/results.md); 0: the owner's tokenizer as it is (default)",
+        "the oracle twin: the true ones) and that neither the owner's text nor the own "
+        "samples the copy recites need leave the copy's tokenizer, and the copy is taught to "
+        "give them no mass (the vocabulary spelled them out and read a member's value in "
+        "fewer tokens than a stranger's; held out, unknown shapes: membership 74.8 -> 55.2, "
+        "public records and nonsense as without, docs/results.md); 0: the owner's tokenizer",
         neutral=0,
         bounds=(0, 1024),
     )

@@ -30,8 +30,9 @@ Recitations and samples, when on:
   evaluator's knowledge; tells the mechanism apart from the discovery).
 
 What it costs: the teacher's LoRA unlearning, the samples (on tiny, 4,096 of 64 tokens: about
-100 s on 2 cores), then ``unlearning.undo.steps`` optimizer steps of the whole model with the
-teacher's forward beside each (600 steps: about 115 s); at a scale where the owner's public
+30 s on 2 cores), then ``unlearning.undo.steps`` optimizer steps of the whole model with the
+teacher's forward beside each (600 steps: about 105 s; half as many at twice the learning rate
+cost NLI held out, docs/history.md); at a scale where the owner's public
 text is a small share of what the model was trained on, the student learns less back than it
 lost (a 100M target on a GPU: NLI 100 -> 45 at +2.3 % perplexity, docs/results.md).
 

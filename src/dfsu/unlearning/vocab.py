@@ -8,15 +8,16 @@ who opens tokenizer.json, and reads a member's value in fewer, longer tokens tha
 AUC 76 / 78 on the seed-1 / seed-3 unknown-shapes targets; the seed-3 retrain's own tokenizer
 52). No update of the weights reaches that: the model handed back keeps the owner's tokenizer.
 
-With ``unlearning.undo.scrub_chars`` > 0 the copy's tokenizer is handed back without them
-(off by default: held out it cost the copy public records and brought nonsense where records
-were, docs/results.md): each token that is a piece of a value
-dfsu found, or a step of the merges that make one (``scrub_candidates``), at least
-``min_chars`` characters long, and that the owner's public text does not need (neither one of
-its tokens nor a step of the merges that make them, ``needed_tokens``), loses the merges that
-make it and its string, which becomes a placeholder (``scrubbed``). The public text is
-tokenized as before, to the token (a merge that never fires on it is the only kind removed);
-a value that held such a token is read in smaller pieces, as a stranger's is.
+With ``unlearning.undo.scrub_chars`` > 0 the copy's tokenizer is handed back without them:
+each token that is a piece of a value dfsu found, or a step of the merges that make one
+(``scrub_candidates``), at least ``min_chars`` characters long, and that the text the copy must
+read as before does not need (the owner's text and the own samples the copy is taught to
+recite: neither one of their tokens nor a step of the merges that make them,
+``needed_tokens``), loses the merges that make it and its string, which becomes a placeholder
+(``scrubbed``). That text is tokenized as before, to the token (a merge that never fires on it
+is the only kind removed); a value that held such a token is read in smaller pieces, as a
+stranger's is. The copy is taught to give the scrubbed ids no mass (``undo.without``), so it
+does not write the placeholders.
 
 Only a BPE tokenizer.json (with vocab.json and merges.txt when they lie beside it) is
 scrubbed; another kind is left as it is and the summary says so. ``needed_tokens``,
