@@ -3,12 +3,14 @@ owner's lens and membership (``evaluation.depth``: the values the original gave 
 leak estimate's report draw, in the contexts it gave them back in, no record read) against
 the evaluator's (``lens:K`` and ``mia`` of ``evaluation.attacks``: the true records).
 
-    python benchmarks/owner_depth.py RUN [RUN ...] [--out-dir DIR]
+    python benchmarks/owner_depth.py RUN [RUN ...] [--out-dir DIR] [--extra NAME,...]
 
 Each RUN must have evaluated its rows with ``evaluation.attacks`` holding ``lens`` (or
-``lens:10``) and ``mia``. Prints, per run, each row's four figures and the Spearman rank
-correlation of owner vs evaluator across the rows (lens middle layer; AUC), with the seconds
-the owner's measures took per model. ``--out-dir``: each run's results.json with
+``lens:10``) and ``mia``. Prints, per run, each row's four figures, the owner's tokenizer
+reading, and the Spearman rank correlation of owner vs evaluator across the rows (lens middle
+layer; AUC), with the seconds the owner's measures took per model. ``--extra``: rows
+evaluated apart (``dfsu evaluate --out RUN/eval/NAME.json``) read beside the run's own.
+``--out-dir``: each run's results.json with
 ``owner_depth`` filled in, as DIR/<RUN name>.json (a "provenance" note says so). The owner's
 side reads the sealed target, the owner's swap pool and the report draw only; the true
 records are read by the evaluator's figures, already in the run.

@@ -199,7 +199,7 @@ def searched_words(name: str, got: dict[str, Any]) -> str:
 HELD_AUC = 75.0  # membership AUC of the found values against swapped ones
 HELD_LENS = 0.5  # the middle layer's lens share, as a fraction of the model as given's
 # The tokenizer alone (``depth.owner_tokenizer``) reads the found values apart at or above this
-# (the simulation's unknown-shapes targets 87-89, their retrains' own tokenizers 47-52).
+# (the simulation's unknown-shapes targets 86-89, their retrains' own tokenizers 47-52).
 SPELLED_AUC = 65.0
 
 
