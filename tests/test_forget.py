@@ -443,6 +443,9 @@ def test_the_depth_words_and_rows_say_when_the_tokenizer_alone_spells_the_values
         in (removed["words"])
     )
     assert removed["tokenizer_auc"] == {"before": 78.0, "after": 77.4}
+    assert "its longer pieces were scrubbed" in removed["words"]  # 78 -> 77.4
+    kept = depth_view(original, measured(6.0, 51.0, 78.0))["words"]
+    assert "AUC 78" in kept and "--method undo scrubs the copy's" in kept
     (row,) = [r for r in _depth_rows(removed) if r["measure"].startswith("tokenizer")]
     assert (row["before"], row["after"], row["reading"]) == ("78", "77", "spells them")
     scrubbed = depth_view(original, measured(6.0, 51.0, 52.0))

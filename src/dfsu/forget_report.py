@@ -246,8 +246,13 @@ def depth_view(before: Any, after: Any) -> dict[str, Any] | None:
     if spelled is not None and spelled >= SPELLED_AUC:
         words += (
             f". The tokenizer alone tells them from other values of their label with AUC "
-            f"{spelled:.0f}: its vocabulary holds pieces of them, which no weight update "
-            "removes (with --method undo, unlearning.undo.scrub_chars scrubs the copy's)"
+            f"{spelled:.0f}: its vocabulary holds pieces of them, which no weight update removes"
+        )
+        scrubbed = spelled < ((before.get("tokenizer") or {}).get("AUC") or 0)
+        words += (
+            " (its longer pieces were scrubbed; shorter ones are left)"
+            if scrubbed
+            else " (--method undo scrubs the copy's, unlearning.undo.scrub_chars)"
         )
     return {
         "lens_middle": {"before": lb, "after": la},
