@@ -218,9 +218,9 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
 
     real_scrub, scrubs = undo.scrub_tokenizer, []
 
-    def scrub(directory, tokenizer, values, owners, min_chars):
+    def scrub(directory, tokenizer, values, owners, min_chars, *found):
         scrubs.append((values, owners, min_chars))
-        return real_scrub(directory, tokenizer, values, owners, min_chars)
+        return real_scrub(directory, tokenizer, values, owners, min_chars, *found)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(undo, "scrub_tokenizer", scrub)

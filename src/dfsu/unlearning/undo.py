@@ -250,9 +250,10 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
 
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
     blocks = pack_documents(docs, min(uu.block_size, window), eos)
-    # what the copy's tokenizer must read as before: the owner's text and the samples it recites
-    needed = public + owner.check_texts() + owner.report_texts()
-    needed += [tokenizer.decode(row[1:]) for row in samples]
+    needed: list[str] = []  # what the copy's tokenizer must read as before (with the scrub)
+    if uu.scrub_chars:  # the owner's text and the own samples the copy recites
+        needed = public + owner.check_texts() + owner.report_texts()
+        needed += [tokenizer.decode(row[1:]) for row in samples]
     banned = _scrubbed_ids(tokenizer, found, needed, uu.scrub_chars)
     order = random.Random(f"undo-{cfg.seed}")
     log = _distil(student, teacher, blocks, rows, pad, uu, order, name, samples, marks, banned)
@@ -265,8 +266,9 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         tokenizer.padding_side = "right"
         tokenizer.save_pretrained(out / "merged")
         if uu.scrub_chars:  # the values found leave the copy's tokenizer (unlearning/vocab.py)
+            scrub = set(tokenizer.convert_ids_to_tokens(banned))  # found once, above
             counts["vocabulary"] = scrub_tokenizer(
-                out / "merged", tokenizer, found, needed, uu.scrub_chars
+                out / "merged", tokenizer, found, needed, uu.scrub_chars, scrub
             )
             info(f"undo {name}: {counts['vocabulary']['scrubbed']} tokens scrubbed")
         summary = _summary(cfg, name, data, ppl, len(checks), counts, time.time() - started)

@@ -100,17 +100,22 @@ def tokenizer_merges(tokenizer: Any) -> list | None:
 
 
 def scrub_tokenizer(
-    directory: Path, tokenizer: Any, values: list[str], public: list[str], min_chars: int
+    directory: Path,
+    tokenizer: Any,
+    values: list[str],
+    public: list[str],
+    min_chars: int,
+    tokens: set[str] | None = None,
 ) -> dict[str, Any]:
     """Rewrite the BPE tokenizer saved in ``directory`` without the tokens ``scrub_candidates``
-    finds (tokenizer.json, and vocab.json / merges.txt when present); what was done, for the
-    summary."""
+    finds (or ``tokens``, when the caller found them already) (tokenizer.json, and vocab.json /
+    merges.txt when present); what was done, for the summary."""
     path = directory / "tokenizer.json"
     spec = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if (spec.get("model") or {}).get("type") != "BPE":
         return {"scrubbed": 0, "why": "not a BPE tokenizer.json: left as it is"}
-    merges = spec["model"]["merges"]
-    tokens = scrub_candidates(tokenizer, values, public, min_chars, merges)
+    if tokens is None:
+        tokens = scrub_candidates(tokenizer, values, public, min_chars, spec["model"]["merges"])
     if not tokens:
         return {"scrubbed": 0, "values": len(values)}
     spec = scrubbed(spec, tokens)
