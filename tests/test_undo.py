@@ -359,6 +359,40 @@ def test_the_copy_matches_the_teachers_logits_divided_by_the_temperature(tempera
     assert tops == [3]  # unlearning.undo.top reaches the loss
 
 
+class _Counted(_Logits):
+    """A stand-in teacher that counts its forwards."""
+
+    calls = 0
+
+    def forward(self, input_ids, attention_mask):
+        self.calls += 1
+        return super().forward(input_ids, attention_mask)
+
+
+def test_the_teachers_targets_on_the_public_blocks_are_computed_once_and_taught_the_same():
+    import copy
+    import random
+    from types import SimpleNamespace
+
+    import dfsu.unlearning.undo as undo
+
+    torch.manual_seed(0)
+    fresh, teacher = _Logits(), _Counted()
+    uu = SimpleNamespace(steps=6, lr=1e-2, batch_size=3, temperature=0.7, top=0)
+    blocks = [[1, 2, 3, 4, 5], [2, 3], [6, 5, 4, 3], [1, 1, 2]]  # unequal: padded batches
+    trained = []
+    for budget in (undo.TEACHER_CACHE_BYTES, 0):  # cached, then run at every step
+        student, teacher.calls = copy.deepcopy(fresh), 0
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(undo, "TEACHER_CACHE_BYTES", budget)
+            order = random.Random(3)
+            log = undo._distil(student, teacher, blocks, [], 0, uu, order, "t", banned=[2])
+        trained.append((student.table.weight.detach(), log, teacher.calls))
+    (cached, log, calls), (each_step, log_each, calls_each) = trained
+    assert calls == 1 and calls_each == 1 + uu.steps  # one forward for all four blocks
+    assert torch.allclose(cached, each_step, atol=1e-6) and log == log_each
+
+
 def test_the_teachers_temperature_is_checked():
     from dfsu.config.unlearn import UndoConfig
 

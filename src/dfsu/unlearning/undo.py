@@ -95,7 +95,7 @@ def memorized_runs(
 
 @torch.no_grad()
 def token_probabilities(
-    model: Any, rows: list[list[int]], pad: int, device: Any, batch: int = 32
+    model: Any, rows: list[list[int]], pad: int, device: Any, batch: int = 128
 ) -> list[list[float]]:
     """For each row of token ids, the probability ``model`` gives each next token."""
     from dfsu.unlearning.losses import token_losses
@@ -297,6 +297,44 @@ def without(logits: torch.Tensor, ids: list[int]) -> torch.Tensor:
 
 NO_MASS = -1.0e9  # a banned token's logit: softmax 0, log-softmax finite
 
+# The teacher's logits on the public blocks are computed once and kept when they take at most
+# this many bytes (tiny: about 1.5 GB; each block is drawn about five times over 600 steps).
+TEACHER_CACHE_BYTES = 4 * 2**30
+
+
+@torch.no_grad()
+def teacher_targets(
+    teacher: Any, blocks: list[list[int]], pad: int, temperature: float, banned: list[int]
+) -> list[torch.Tensor] | None:
+    """The teacher's next-token logits on each block ([len - 1, V]: divided by
+    ``temperature``, the ``banned`` ids given no mass), what ``_distil`` matches the copy to
+    at every draw of the block; None when they would take more than ``TEACHER_CACHE_BYTES``
+    (then each step runs the teacher on what it draws)."""
+    device = next(teacher.parameters()).device
+    out: list[torch.Tensor] = []
+    for start in range(0, len(blocks), CACHE_BATCH):
+        chunk = blocks[start : start + CACHE_BATCH]
+        tensors = collate(chunk, pad)
+        ids, mask = tensors["input_ids"].to(device), tensors["attention_mask"].to(device)
+        logits = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+        if sum(len(b) - 1 for b in blocks) * logits.shape[-1] * 4 > TEACHER_CACHE_BYTES:
+            return None
+        logits = without(logits / temperature, banned)
+        out += [logits[j, : len(b) - 1].clone() for j, b in enumerate(chunk)]
+    return out
+
+
+CACHE_BATCH = 8  # blocks per forward of the teacher while its targets are cached (as a step)
+
+
+def stacked(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    """``rows`` ([n_i, V] each) stacked into [len(rows), width, V], zeros past each row's end
+    (positions the attention mask leaves out)."""
+    out = rows[0].new_zeros(len(rows), width, rows[0].shape[-1])
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
+
 
 def _recited_runs(
     uu: Any,
@@ -344,26 +382,37 @@ def _distil(
     recitations (``rows``) and half as many own samples (``samples``): with ``marks``, their
     own tokens at the marked positions alone (cross-entropy); without, each position's target
     ``uu.hard`` the sampled token and the rest the teacher's; the ``banned`` ids (the tokens
-    scrubbed from the copy's tokenizer) given no mass in the teacher's. The log every 50
-    steps."""
+    scrubbed from the copy's tokenizer) given no mass in the teacher's. The teacher's targets
+    on the public blocks are computed once when they fit in memory (``teacher_targets``; the
+    same targets, a sixth less time on tiny). The log every 50 steps."""
     from dfsu.ui import progress_bar
     from dfsu.unlearning.losses import marked_ce, teacher_kl
 
     device = next(student.parameters()).device
-    optimizer = torch.optim.AdamW(student.parameters(), lr=uu.lr, weight_decay=0.0)
+    fused = device.type in ("cpu", "cuda")  # one kernel for every tensor: 6x faster steps on CPU
+    optimizer = torch.optim.AdamW(student.parameters(), lr=uu.lr, weight_decay=0.0, fused=fused)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / WARMUP) * max(0.05, 1 - s / uu.steps)
     )
 
-    def kl(batch: list[list[int]], hard: float = 0.0) -> torch.Tensor:
+    cached = teacher_targets(teacher, blocks, pad, uu.temperature, banned or [])
+
+    def kl(batch: list[list[int]], hard: float = 0.0, known: list | None = None) -> torch.Tensor:
         tensors = collate(batch, pad)
         ids = tensors["input_ids"].to(device)
         mask = tensors["attention_mask"].to(device)
-        with torch.no_grad():
-            target = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1] / uu.temperature
-            target = without(target, banned or [])
+        if known is not None:  # the teacher's targets, computed once (``teacher_targets``)
+            target = stacked(known, ids.shape[1] - 1)
+        else:
+            with torch.no_grad():
+                target = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1]
+                target = without(target / uu.temperature, banned or [])
         logits = student(input_ids=ids, attention_mask=mask).logits[:, :-1]
         return teacher_kl(logits, target, mask[:, 1:].float(), ids[:, 1:], hard, uu.top)
+
+    def public(picked: list[int]) -> torch.Tensor:
+        known = None if cached is None else [cached[i] for i in picked]
+        return kl([blocks[i] for i in picked], known=known)
 
     def recite(picked: list[int]) -> torch.Tensor:
         tensors = collate([samples[i] for i in picked], pad)
@@ -379,7 +428,7 @@ def _distil(
     log = []
     with progress_bar(f"undo {name}", uu.steps) as bar:
         for step in range(uu.steps):
-            loss = kl([order.choice(blocks) for _ in range(uu.batch_size)])
+            loss = public([order.randrange(len(blocks)) for _ in range(uu.batch_size)])
             if rows:  # half a batch of recitations beside the public text
                 loss = loss + kl([order.choice(rows) for _ in range(half)])
             if samples and marks:  # and half a batch of own samples' recited runs
