@@ -36,16 +36,20 @@ def _model_out_of_its_run(trained_micro_run, tmp_path):
 
 
 def _forget(model, out, *extra, config=LOOP):
-    return main(["--quiet", "forget", "--model", str(model), "--out", str(out), *extra, *config])
+    """`dfsu forget` by the loop's adapter (the loop's outputs; ``extra`` may name another
+    --method)."""
+    argv = ["--quiet", "forget", "--model", str(model), "--out", str(out), "--method", "loop"]
+    return main([*argv, *extra, *config])
 
 
 def _memorizing_forget(memorizing_run, model, out, *extra, quiet=True):
-    """`dfsu forget` of a memorizing model with the owner's record shapes (the known-shapes
-    scenario) and fast unlearning."""
+    """`dfsu forget --method loop` of a memorizing model with the owner's record shapes (the
+    known-shapes scenario) and fast unlearning."""
     cfg, _, _ = memorizing_run
     config = [*MEMORIZING, *FAST_UNLEARNING, f"leak.templates={cfg.leak.templates}", *extra]
     flags = ["--quiet"] if quiet else []
-    return main([*flags, "forget", "--model", str(model), "--out", str(out), *config])
+    argv = ["forget", "--model", str(model), "--out", str(out), "--method", "loop"]
+    return main([*flags, *argv, *config])
 
 
 def _true_e_hit(memorizing_run, model_dir, out):
@@ -277,7 +281,8 @@ def test_forget_makes_a_memorizing_gpt2_and_llama_forget_records_of_unknown_shap
     loop += ["unlearning.loop.lr=5e-3"]  # FAST_UNLEARNING's rate: the loop rows have their own
     config = [*MEMORIZING, "leak.per_template=2", *FAST_UNLEARNING, *loop]
     capfd.readouterr()
-    assert main(["--quiet", "forget", "--model", str(model), "--out", str(out), *config]) == 0
+    argv = ["--quiet", "forget", "--model", str(model), "--out", str(out), "--method", "loop"]
+    assert main([*argv, *config]) == 0
     assert "deprecated" not in capfd.readouterr().err  # transformers' cache warnings
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] > 0 and summary["bound"]["within"], summary["stop_reason"]
