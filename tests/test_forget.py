@@ -405,6 +405,11 @@ def test_the_own_samples_rise_is_the_median_per_sample_ratio_and_graded_on_the_b
     past = {"leak": leak, "perplexity": perplexity, "own_samples": dict(own, within_bound=False)}
     assert "perplexity +3.1 %, on its own samples +5.0 %." in headline(past)
     assert "own samples" not in headline(past | {"own_samples": own})  # within: not repeated
+    # a new model past a bound: the owner is told what to do about it; within, nothing
+    copy = past | {"method": "undo"}
+    assert "give more public text, or --method loop keeps your weights" in headline(copy)
+    assert "--method loop" not in headline(copy | {"own_samples": own})
+    assert "--method loop" not in headline(past)  # the loop's adapter: nothing to fall back to
 
 
 def _own_rows(verdict_rows, summary, own):

@@ -277,7 +277,7 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
     assert "undo-oracle: 4 steps" in said and "perplexity" in said and "PII-token" not in said
 
 
-def test_forget_by_default_hands_back_a_new_model_by_undo_and_no_adapter(trained_micro_run, tmp_path):
+def test_forget_by_default_hands_back_a_new_model_and_no_adapter(trained_micro_run, tmp_path):
     from conftest import FAST_UNLEARNING, MICRO
 
     from dfsu.cli import main

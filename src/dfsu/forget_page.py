@@ -198,6 +198,13 @@ def headline(summary: dict[str, Any]) -> str:
     own = summary.get("own_samples")
     if own and not own["within_bound"]:  # what it writes by itself moved past the bound
         words += f", on its own samples {own['median_rise_pct']:+.1f} %"
+    past = not ppl["within_bound"] or bool(own and not own["within_bound"])
+    if past and summary.get("method") == "undo":  # the copy learned back less than it lost
+        words += (
+            " (a new model learns back only what the public text and its own samples teach: "
+            "give more public text, or --method loop keeps your weights, hiding the values "
+            "rather than removing them)"
+        )
     recitation = summary.get("recitation")
     if recitation and recitation["before"]["report"]["texts"]:
         words += (
