@@ -371,9 +371,17 @@ def sample_prompts(
 
 
 def unprompted_samples(
-    model: Any, tokenizer: Any, n: int, tokens: int, top_p: float, seed: int, device: Any
+    model: Any,
+    tokenizer: Any,
+    n: int,
+    tokens: int,
+    top_p: float,
+    seed: int,
+    device: Any,
+    batch_size: int = 64,
 ) -> list[str]:
-    """n samples of ``tokens`` tokens, each started from the start-of-text token alone."""
+    """n samples of ``tokens`` tokens, each started from the start-of-text token alone, drawn
+    ``batch_size`` at a time (the draws follow it: each batch has its own seeded generator)."""
     prompts = [Prompt(f"free-{i}", "", "", [], tokens) for i in range(n)]
     gens = sample_continuations(
         model,
@@ -383,7 +391,7 @@ def unprompted_samples(
         top_p=top_p,
         top_k=0,
         seed=seed,
-        batch_size=256,  # short rows from one token: larger batches, less overhead
+        batch_size=batch_size,
         device=device,
     )
     return [g[0] for g in gens]

@@ -145,8 +145,8 @@ def distillation_texts(
     if uu.samples:
         seed = cfg.seed + SAMPLE_SEED
         sampled = unprompted_samples(
-            model, tokenizer, uu.samples, uu.sample_tokens, SAMPLE_TOP_P, seed, device
-        )
+            model, tokenizer, uu.samples, uu.sample_tokens, SAMPLE_TOP_P, seed, device, 256
+        )  # 256 a time: 1,024 samples in 6.4 s against 10.1 s 64 a time (2 cores)
     found: list[str] = []
     if recited or sampled or uu.scrub_chars:
         found = _found_values(cfg, owner, model, tokenizer, data, truth, device)
