@@ -41,11 +41,10 @@ class UndoConfig:
     )
     recitation_tokens: int = _f(24, "tokens per recitation", neutral=24, bounds=(2, MAX_NEW_TOKENS))
     samples: int = _f(
-        2048,
+        4096,
         "unprompted samples drawn from the owner's model; those kept (no PII, no value found) "
         "are taught beside the public text where they recite (undo.memorized): what brings "
-        "public records back (2,048 keep as many as 4,096 did, tuning seed 1, in 30 s less); "
-        "0: none",
+        "public records back (2,048 kept fewer held out, docs/history.md); 0: none",
         neutral=0,
         bounds=(0, 1_000_000),
     )

@@ -29,8 +29,8 @@ Recitations and samples, when on:
 - ``oracle``: one is kept when it holds none of the true records' values (the
   evaluator's knowledge; tells the mechanism apart from the discovery).
 
-What it costs: the teacher's LoRA unlearning, the samples (on tiny, 2,048 of 64 tokens: about
-13 s on 2 cores), then ``unlearning.undo.steps`` optimizer steps of the whole model against
+What it costs: the teacher's LoRA unlearning, the samples (on tiny, 4,096 of 64 tokens: about
+26 s on 2 cores), then ``unlearning.undo.steps`` optimizer steps of the whole model against
 the teacher's targets, computed once on the public blocks when they fit in memory
 (``teacher_targets``; 600 steps: about 90 s; half as many at twice the learning rate cost
 NLI held out, docs/history.md); at a scale where the owner's public
