@@ -277,7 +277,7 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
     assert "undo-oracle: 4 steps" in said and "perplexity" in said and "PII-token" not in said
 
 
-def test_forget_by_default_hands_back_a_new_model_and_no_adapter(trained_micro_run, tmp_path):
+def test_forget_by_undo_hands_back_a_new_model_and_no_adapter(trained_micro_run, tmp_path):
     from conftest import FAST_UNLEARNING, MICRO
 
     from dfsu.cli import main
@@ -288,7 +288,7 @@ def test_forget_by_default_hands_back_a_new_model_and_no_adapter(trained_micro_r
     copy_model(run / "target", model)
     out = tmp_path / "forgotten"
     config = [*MICRO, *FAST_UNLEARNING, *UNDO_FAST, "evaluation.num_samples=2", "leak.attacks=[]"]
-    argv = ["--quiet", "forget", "--model", str(model), "--out", str(out)]  # undo: the default
+    argv = ["--quiet", "forget", "--model", str(model), "--out", str(out), "--method", "undo"]
     assert main([*argv, *config]) == 0
     assert (out / "merged" / "model.safetensors").is_file()
     assert not (out / "adapter").exists()  # a copy, not an adapter on the owner's model

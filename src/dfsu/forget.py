@@ -4,14 +4,12 @@ it leaks unlearned out; nothing else is read but public text.
 The stages are those the simulation's data-free rows run (``owner_stages``, through
 ``stage_runner.Stages``: resumable, keyed by the stage table), around the owner's model
 directory instead of a sealed copy: the owner's public text and swap pool (OUT/sealed), the
-tagger, then the method (default: the closed loop on what the leak estimate extracts, then a
-new model distilled from the loop's, ``undo``; or the loop's adapter alone, the paper's
-inversion, or another pseudo source), and the leak estimate and perplexity of the
+tagger, then the method (default: the closed loop on what the leak estimate extracts; or the
+paper's inversion, or another pseudo source), and the leak estimate and perplexity of the
 model before and after, on the estimate's report draw and on held-out public documents that
 neither trained nor selected anything. Nothing here imports the simulation.
 
-OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT; the LoRA methods, not ``undo``),
-OUT/summary.json and OUT/report.html
+OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT), OUT/summary.json and OUT/report.html
 (``forget_report``); the work in OUT/sealed, OUT/tagger, OUT/pseudo, OUT/unlearned, OUT/eval;
 all owner-only.
 """
@@ -101,7 +99,7 @@ def forget(
     cfg: RunConfig,
     model: str | Path,
     out: str | Path,
-    method: str = "undo",
+    method: str = "loop",
     force: list[str] | None = None,
     show_pii: bool = False,
 ) -> dict[str, Any]:

@@ -18,10 +18,9 @@ def add_forget_parser(sub: Any) -> None:
         "forget",
         help="the model owner's command: unlearn the PII a local model leaks, with no data",
         description="Unlearn the PII a local causal LM leaks, reading nothing but the model "
-        "and public text: OUT/merged (safetensors + tokenizer; by default a new model that "
-        "no longer holds the values), OUT/adapter (PEFT; --method loop and the pseudo "
-        "sources), OUT/summary.json, OUT/report.html. Resumable: the same command goes on "
-        "where it stopped.",
+        "and public text: OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT), "
+        "OUT/summary.json, OUT/report.html. Resumable: the same command goes on where it "
+        "stopped.",
     )
     fg.add_argument("--model", required=True, help="local Hugging Face causal LM directory")
     fg.add_argument("--out", required=True, help="output directory (created 0700)")
@@ -37,16 +36,14 @@ def add_forget_parser(sub: Any) -> None:
     )
     fg.add_argument(
         "--method",
-        default="undo",
+        default="loop",
         choices=list(FORGET_METHODS),
-        help="undo (default): the loop, then a new model distilled from the loop's on your "
-        "public text and what the model's own PII-free samples recite: removes the values "
-        "rather than hiding them (what the public text does not teach back is lost: NLI "
-        "100 -> 45 on a 100M model, docs/results.md); loop: the loop's LoRA adapter on your "
-        "model (faster; hides the values: the logit lens, membership and relearning find "
-        "them); "
-        "inversion: the paper's pseudo-PII by logit inversion; self/free/candidates: other "
-        "pseudo sources",
+        help="loop: rounds on what the leak estimate extracts from the model (default); "
+        "undo: the loop, then a new model distilled from the loop's on your public text "
+        "(removes rather than hides; costs more time and what the public text does not teach "
+        "back: NLI 100 -> 45 on a 100M model, docs/results.md); inversion: the paper's "
+        "pseudo-PII by logit "
+        "inversion; self/free/candidates: other pseudo sources",
     )
     fg.add_argument(
         "--keep",
