@@ -390,7 +390,7 @@ def _distil(
     from dfsu.unlearning.losses import marked_ce, teacher_kl
 
     device = next(student.parameters()).device
-    fused = device.type in ("cpu", "cuda")  # one kernel for every tensor: 6x faster steps on CPU
+    fused = device.type in ("cpu", "cuda")  # one kernel for every tensor (the optimizer: 6x on CPU)
     optimizer = torch.optim.AdamW(student.parameters(), lr=uu.lr, weight_decay=0.0, fused=fused)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / WARMUP) * max(0.05, 1 - s / uu.steps)
