@@ -96,7 +96,7 @@ def memorized_runs(
 
 @torch.no_grad()
 def token_probabilities(
-    model: Any, rows: list[list[int]], pad: int, device: Any, batch: int = 128
+    model: Any, rows: list[list[int]], pad: int, device: Any, batch: int = 32
 ) -> list[list[float]]:
     """For each row of token ids, the probability ``model`` gives each next token."""
     from dfsu.unlearning.losses import token_losses
