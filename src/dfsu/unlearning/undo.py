@@ -312,17 +312,27 @@ def teacher_targets(
     at every draw of the block; None when they would take more than ``TEACHER_CACHE_BYTES``
     (then each step runs the teacher on what it draws)."""
     device = next(teacher.parameters()).device
+    positions = sum(len(b) - 1 for b in blocks)
     out: list[torch.Tensor] = []
     for start in range(0, len(blocks), CACHE_BATCH):
         chunk = blocks[start : start + CACHE_BATCH]
         tensors = collate(chunk, pad)
         ids, mask = tensors["input_ids"].to(device), tensors["attention_mask"].to(device)
-        logits = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-        if sum(len(b) - 1 for b in blocks) * logits.shape[-1] * 4 > TEACHER_CACHE_BYTES:
+        logits = teacher_logits(teacher, ids, mask, temperature, banned)
+        if positions * logits.shape[-1] * 4 > TEACHER_CACHE_BYTES:
             return None
-        logits = without(logits / temperature, banned)
         out += [logits[j, : len(b) - 1].clone() for j, b in enumerate(chunk)]
     return out
+
+
+@torch.no_grad()
+def teacher_logits(
+    teacher: Any, ids: torch.Tensor, mask: torch.Tensor, temperature: float, banned: list[int]
+) -> torch.Tensor:
+    """The copy's target at each next token of ``ids``: the teacher's logits divided by
+    ``temperature``, the ``banned`` ids given no mass ([B, T - 1, V])."""
+    logits = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+    return without(logits / temperature, banned)
 
 
 CACHE_BATCH = 8  # blocks per forward of the teacher while its targets are cached (as a step)
@@ -405,9 +415,7 @@ def _distil(
         if known is not None:  # the teacher's targets, computed once (``teacher_targets``)
             target = stacked(known, ids.shape[1] - 1)
         else:
-            with torch.no_grad():
-                target = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1]
-                target = without(target / uu.temperature, banned or [])
+            target = teacher_logits(teacher, ids, mask, uu.temperature, banned or [])
         logits = student(input_ids=ids, attention_mask=mask).logits[:, :-1]
         return teacher_kl(logits, target, mask[:, 1:].float(), ids[:, 1:], hard, uu.top)
 
