@@ -32,8 +32,9 @@ Recitations and samples, when on:
 What it costs: the teacher's LoRA unlearning, the samples (on tiny, 4,096 of 64 tokens: about
 26 s on 2 cores), then ``unlearning.undo.steps`` optimizer steps of the whole model against
 the teacher's targets, computed once on the public blocks when they fit in memory
-(``teacher_targets``; 600 steps: about 90 s; half as many at twice the learning rate cost
-NLI held out, docs/history.md); at a scale where the owner's public
+(``teacher_targets``; 900 steps: about 130 s; at 600 the NLI task was learnt on some draws
+and not others, and half as many at twice the learning rate cost NLI held out,
+docs/history.md); at a scale where the owner's public
 text is a small share of what the model was trained on, the student learns less back than it
 lost (a 100M target on a GPU: NLI 100 -> 45 at +2.3 % perplexity, docs/results.md).
 
@@ -299,7 +300,7 @@ def without(logits: torch.Tensor, ids: list[int]) -> torch.Tensor:
 NO_MASS = -1.0e9  # a banned token's logit: softmax 0, log-softmax finite
 
 # The teacher's logits on the public blocks are computed once and kept when they take at most
-# this many bytes (tiny: about 1.5 GB; each block is drawn about five times over 600 steps).
+# this many bytes (tiny: about 1.5 GB; each block is drawn about seven times over 900 steps).
 TEACHER_CACHE_BYTES = 4 * 2**30
 
 
