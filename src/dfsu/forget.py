@@ -5,11 +5,13 @@ The stages are those the simulation's data-free rows run (``owner_stages``, thro
 ``stage_runner.Stages``: resumable, keyed by the stage table), around the owner's model
 directory instead of a sealed copy: the owner's public text and swap pool (OUT/sealed), the
 tagger, then the method (default: the closed loop on what the leak estimate extracts; or the
-paper's inversion, or another pseudo source), and the leak estimate and perplexity of the
+loop, then a new model distilled from the loop's, ``undo``; or the paper's inversion, or
+another pseudo source), and the leak estimate and perplexity of the
 model before and after, on the estimate's report draw and on held-out public documents that
 neither trained nor selected anything. Nothing here imports the simulation.
 
-OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT), OUT/summary.json and OUT/report.html
+OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT; the LoRA methods, not ``undo``),
+OUT/summary.json and OUT/report.html
 (``forget_report``); the work in OUT/sealed, OUT/tagger, OUT/pseudo, OUT/unlearned, OUT/eval;
 all owner-only.
 """

@@ -18,9 +18,9 @@ def add_forget_parser(sub: Any) -> None:
         "forget",
         help="the model owner's command: unlearn the PII a local model leaks, with no data",
         description="Unlearn the PII a local causal LM leaks, reading nothing but the model "
-        "and public text: OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT), "
-        "OUT/summary.json, OUT/report.html. Resumable: the same command goes on where it "
-        "stopped.",
+        "and public text: OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT; not with "
+        "--method undo, which hands back a new model), OUT/summary.json, OUT/report.html. "
+        "Resumable: the same command goes on where it stopped.",
     )
     fg.add_argument("--model", required=True, help="local Hugging Face causal LM directory")
     fg.add_argument("--out", required=True, help="output directory (created 0700)")
@@ -42,8 +42,7 @@ def add_forget_parser(sub: Any) -> None:
         "undo: the loop, then a new model distilled from the loop's on your public text "
         "(removes rather than hides; costs more time and what the public text does not teach "
         "back: NLI 100 -> 45 on a 100M model, docs/results.md); inversion: the paper's "
-        "pseudo-PII by logit "
-        "inversion; self/free/candidates: other pseudo sources",
+        "pseudo-PII by logit inversion; self/free/candidates: other pseudo sources",
     )
     fg.add_argument(
         "--keep",
