@@ -23,8 +23,10 @@ from dfsu.unlearning.losses import (
     distill_objective,
     ga_objective,
     graddiff_objective,
+    misdirection,
     npo_objective,
     pscu_objective,
+    rmu_objective,
     token_losses,
 )
 
@@ -127,6 +129,54 @@ def test_distill_objective_by_hand():
     p = torch.softmax(logits.detach(), -1)
     assert p[0, 1, 2] < 0.3 and p[0, 0].argmax() == 0  # from 0.7
     assert torch.allclose(p[0, 1], torch.tensor([0.25, 0.5, 0.25]), atol=0.02)
+
+
+def test_rmu_objective_by_hand():
+    # One text, three positions of a 2-wide stream; the second predicts a PII token.
+    reference = torch.tensor([[[3.0, 4.0], [0.0, 5.0], [5.0, 0.0]]])  # norm 5 everywhere
+    pii, valid = torch.tensor([[0.0, 1.0, 0.0]]), torch.ones(1, 3)
+    direction = torch.tensor([1.0, 0.0])
+    out = rmu_objective(reference, reference, pii, valid, direction, 2.0, 3.0)
+    # Held where the reference is: no retain gap; the PII position's target is 2 x 5 x (1, 0).
+    assert out["held"].item() == pytest.approx(0.0)
+    assert out["forget"].item() == pytest.approx((10.0**2 + 5.0**2) / 25.0)
+    assert out["loss"].item() == pytest.approx(out["forget"].item())
+    moved = reference.clone()
+    moved[0, 0] += torch.tensor([1.0, 0.0])  # a context position off by 1: held, weighted 3
+    assert rmu_objective(moved, reference, pii, valid, direction, 2.0, 3.0)[
+        "held"
+    ].item() == pytest.approx(0.5 * 1.0 / 25.0)
+    # Descending it sends the PII position to the target and leaves the others where they were.
+    hidden = reference.clone().requires_grad_(True)
+    opt = torch.optim.SGD([hidden], lr=5.0)
+    for _ in range(200):
+        opt.zero_grad()
+        rmu_objective(hidden, reference, pii, valid, direction, 2.0, 1.0)["loss"].backward()
+        opt.step()
+    assert torch.allclose(hidden[0, 1].detach(), torch.tensor([10.0, 0.0]), atol=1e-3)
+    assert torch.allclose(hidden[0, [0, 2]].detach(), reference[0, [0, 2]], atol=1e-3)
+    # The direction: a unit vector fixed by its seed, another for another seed.
+    assert misdirection(8, 7).norm().item() == pytest.approx(1.0)
+    assert torch.equal(misdirection(8, 7), misdirection(8, 7))
+    assert not torch.allclose(misdirection(8, 7), misdirection(8, 8))
+
+
+def test_rmu_reads_the_stream_after_its_layer_at_the_positions_that_predict():
+    from types import SimpleNamespace
+
+    from dfsu.config import UnlearnConfig
+    from dfsu.unlearning.single import _stream
+
+    # the embeddings, then 4 blocks: state i holds i everywhere, position p adds p / 10
+    positions = torch.arange(5).view(1, 5, 1) / 10
+    out = SimpleNamespace(hidden_states=tuple(positions + i for i in range(5)))
+    stream = _stream(out, UnlearnConfig())  # null: half the blocks
+    assert stream.shape == (1, 4, 1)
+    assert torch.allclose(stream[0, :, 0], torch.tensor([2.0, 2.1, 2.2, 2.3]))
+    uc = load_config(None, ["unlearning.rmu.layer=3"]).unlearning
+    assert _stream(out, uc)[0, 0, 0].item() == pytest.approx(3.0)
+    with pytest.raises(DfsuError, match="unlearning.rmu.layer: 5, but the model has 4 blocks"):
+        _stream(out, load_config(None, ["unlearning.rmu.layer=5"]).unlearning)
 
 
 def test_token_mask_marks_tokens_overlapping_spans():
@@ -250,7 +300,7 @@ def test_trainer_keeps_base_parameters_frozen(trained_micro_run, tmp_path, monke
     assert file_hash(run / "target" / "model.safetensors") == before
 
 
-@pytest.mark.parametrize("method", ["gen_only", "npo", "graddiff", "distill"])
+@pytest.mark.parametrize("method", ["gen_only", "npo", "graddiff", "distill", "rmu"])
 def test_every_method_runs_on_pseudo_data(trained_micro_run, tmp_path, method):
     cfg, source = trained_micro_run
     run = _copy(source, tmp_path)

@@ -190,6 +190,8 @@ def headline(summary: dict[str, Any]) -> str:
     words = f"The model gives back {a} of the {b} values it gave back before"
     if depth and depth["held_inside"]:
         words += ", but the depth probes still find them inside it: hidden, not removed"
+        if summary.get("method") == "loop":  # the owner's way to removal, and its price
+            words += " (--method undo removes them: a new model, in about twice the time)"
     elif depth:
         words += ", and the depth probes no longer find them inside it"
     ppl = summary["perplexity"]

@@ -46,6 +46,7 @@ from dfsu.config.unlearn import (
     DistillConfig,
     LoopConfig,
     NpoConfig,
+    RmuConfig,
     UnlearnConfig,
 )
 from dfsu.errors import DfsuError
@@ -67,6 +68,7 @@ __all__ = [
     "InverterConfig",
     "LeakConfig",
     "RecitationConfig",
+    "RmuConfig",
     "LoopConfig",
     "NpoConfig",
     "PublicConfig",

@@ -1,7 +1,8 @@
 """The config section of stage 3: unlearning with LoRA, its stopping policy and the loop.
 
 The section holds the recipe every row shares; the settings of one method or one data recipe
-are a group of their own (``unlearning.npo``, ``unlearning.distill``, ``unlearning.loop``;
+are a group of their own (``unlearning.npo``, ``unlearning.distill``, ``unlearning.rmu``,
+``unlearning.loop``;
 ``unlearning.undo`` in ``config.undo``).
 Their old flat keys (``unlearning.distill_gamma``) still load: ``config.moved``."""
 
@@ -64,6 +65,35 @@ class DistillConfig:
             "unlearning.distill.lr",
             "must be finite and > 0 (or null)",
         )
+
+
+@dataclass
+class RmuConfig:
+    """``unlearning.rmu``: the rmu rows (representation misdirection, RMU)."""
+
+    layer: int | None = _f(
+        None,
+        "the residual stream after this many blocks is misdirected (null: half of them)",
+        neutral=None,
+        bounds=(1, 10_000),
+    )
+    coefficient: float = _f(
+        10.0,
+        "the push's length, in mean norms of the stream at that layer (4 removed less on the "
+        "tuning seed, docs/history.md)",
+        neutral=10.0,
+        bounds=(0.0, 1000.0),
+    )
+    retain: float = _f(
+        1.0,
+        "weight of holding the stream where the model as given has it at every other position",
+        neutral=1.0,
+        bounds=(0.0, 1000.0),
+    )
+    seed: int = _f(7, "the seed of the fixed random direction", neutral=7, bounds=(0, 2**31 - 1))
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "unlearning.rmu.")
 
 
 @dataclass
@@ -339,6 +369,10 @@ class UnlearnConfig:
     npo: NpoConfig = field(default_factory=NpoConfig, metadata={"help": "the npo row"})
     distill: DistillConfig = field(
         default_factory=DistillConfig, metadata={"help": "the distill rows (self-distillation)"}
+    )
+    rmu: RmuConfig = field(
+        default_factory=RmuConfig,
+        metadata={"help": "the rmu rows (representation misdirection)"},
     )
     loop: LoopConfig = field(
         default_factory=LoopConfig, metadata={"help": "the loop rows (dfsu-loop, distill-loop)"}

@@ -19,6 +19,8 @@ UNLEARNED = (
     {"oracle": ("pscu", "oracle")}
     | {m.row: (m.name, "pseudo") for m in METHODS.values() if m.update == "lora"}
     | {"dfsu-loop": ("pscu", "loop"), "distill-loop": ("distill", "loop")}
+    # rmu: representation misdirection, data-free on what the loop confirms, and its twin
+    | {"rmu-loop": ("rmu", "loop"), "rmu-oracle": ("rmu", "oracle")}
     # undo: a shrunk copy distilled from the model; data-free (the values the leak estimate
     # confirms keep recitations out) and its oracle twin (the true values do)
     | {"undo": ("undo", "loop"), "undo-oracle": ("undo", "oracle")}

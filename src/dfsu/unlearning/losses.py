@@ -204,3 +204,39 @@ def binned(log_q: torch.Tensor, log_p: torch.Tensor, top: int) -> tuple[torch.Te
         rest = torch.logsumexp(log_x.scatter(-1, head, float("-inf")), dim=-1, keepdim=True)
         out.append(torch.cat([log_x.gather(-1, head), rest], dim=-1))
     return out[0], out[1]
+
+
+def misdirection(size: int, seed: int) -> torch.Tensor:
+    """The fixed random unit direction [size] representation misdirection pushes toward (the
+    same for a seed and a width, on every device)."""
+    draw = torch.randn(size, generator=torch.Generator().manual_seed(seed))
+    return draw / draw.norm()
+
+
+def rmu_objective(
+    hidden: torch.Tensor,
+    reference_hidden: torch.Tensor,
+    pii_mask: torch.Tensor,
+    valid_mask: torch.Tensor,
+    direction: torch.Tensor,
+    coefficient: float,
+    retain_weight: float,
+    eps: float = 1e-8,
+) -> dict[str, torch.Tensor]:
+    """Representation misdirection (RMU, arXiv 2403.03218) at one layer: ``hidden`` and
+    ``reference_hidden`` ([B, T-1, H]) are the residual stream of the model being trained and
+    of the model as given at the positions that predict each token (masks [B, T-1]).
+
+    At a position that predicts a PII token, the stream is pushed to ``coefficient`` x the
+    reference's mean norm there x ``direction`` (a fixed unit vector); at every other real
+    position it is held where the reference has it. Both are squared distances divided by
+    that squared mean norm (scale-free):
+    loss = forget + retain_weight * retain."""
+    hidden, reference_hidden = hidden.float(), reference_hidden.float()
+    scale = _masked_mean(reference_hidden.norm(dim=-1), valid_mask, eps).detach() + eps
+    target = coefficient * scale * direction.to(hidden)
+    forget_gap = ((hidden - target) ** 2).sum(-1) / scale**2
+    retain_gap = ((hidden - reference_hidden) ** 2).sum(-1) / scale**2
+    forget = _masked_mean(forget_gap, pii_mask * valid_mask, eps)
+    retain = _masked_mean(retain_gap, (1 - pii_mask) * valid_mask, eps)
+    return {"loss": forget + retain_weight * retain, "forget": forget, "held": retain}

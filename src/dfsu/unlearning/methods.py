@@ -32,6 +32,8 @@ class Terms:
     logits: torch.Tensor | None = None  # [B, T-1, V] of the model being trained (needs_logits)
     reference_logits: torch.Tensor | None = None  # the same with adapters off (needs_logits)
     targets: torch.Tensor | None = None  # [B, T-1] the tokens predicted
+    hidden: torch.Tensor | None = None  # [B, T-1, H] residual stream at unlearning.rmu.layer
+    reference_hidden: torch.Tensor | None = None  # the same with adapters off (needs_hidden)
 
 
 Objective = Callable[[Terms, UnlearnConfig], "dict[str, torch.Tensor]"]
@@ -46,6 +48,7 @@ class Method:
     needs_reference: bool = False  # losses of the unadapted model on the forget batch
     needs_retain: bool = False  # public text is part of the objective itself
     needs_logits: bool = False  # whole next-token distributions, the model's and the reference's
+    needs_hidden: bool = False  # the residual stream at one layer, the model's and the reference's
     keep: str = (
         "proxy"  # kept check: "proxy" = highest held-out PII loss, "last" = last within bound
     )
@@ -108,6 +111,15 @@ def _distill(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
     )
 
 
+def _rmu(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
+    from dfsu.unlearning.losses import misdirection, rmu_objective
+
+    direction = misdirection(t.hidden.shape[-1], uc.rmu.seed)
+    return rmu_objective(
+        t.hidden, t.reference_hidden, t.pii, t.valid, direction, uc.rmu.coefficient, uc.rmu.retain
+    )
+
+
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
@@ -143,6 +155,14 @@ METHODS: dict[str, Method] = {
             _distill,
             needs_logits=True,
             lr_setting="distill.lr",
+        ),
+        Method(
+            "rmu",
+            "rmu",
+            "representation misdirection: the residual stream at a middle layer pushed toward "
+            "a fixed random direction where it predicts PII, held elsewhere (RMU); no ascent",
+            _rmu,
+            needs_hidden=True,
         ),
         Method(
             "undo",

@@ -16,6 +16,7 @@ from peft import set_peft_model_state_dict
 from dfsu.components.batches import collate_masked
 from dfsu.components.training import TrainLoop
 from dfsu.config import UnlearnConfig
+from dfsu.errors import DfsuError
 from dfsu.ui import progress_bar
 from dfsu.unlearning.checks import Baseline, Checker
 from dfsu.unlearning.data import Setup, UnlearnData
@@ -41,14 +42,16 @@ def objective(
 
     Forward passes in a fixed order (forget batch, reference, retain batch): with LoRA
     dropout each draws random numbers, and a run must replay exactly."""
-    logits = loop.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    hidden = method.needs_hidden  # the residual stream of every layer, to pick one
+    out = loop.model(**inputs, output_hidden_states=hidden)
+    logits = out.logits
     losses = token_losses(logits, batch["input_ids"], batch["attention_mask"])
     retain_losses = retain_valid = reference = reference_logits = None
-    if method.needs_reference or method.needs_logits:
+    if method.needs_reference or method.needs_logits or hidden:
         with torch.no_grad(), loop.unwrapped().disable_adapter():
-            reference_logits = loop.unwrapped()(
-                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-            ).logits
+            given = loop.unwrapped()(**inputs, output_hidden_states=hidden)
+        reference_logits = given.logits
         reference = token_losses(reference_logits, batch["input_ids"], batch["attention_mask"])
     if retain is not None:
         retain_losses = model_token_losses(loop.model, retain)
@@ -63,6 +66,8 @@ def objective(
         logits=logits[:, :-1] if method.needs_logits else None,
         reference_logits=reference_logits[:, :-1] if method.needs_logits else None,
         targets=batch["input_ids"][:, 1:],
+        hidden=_stream(out, uc) if hidden else None,
+        reference_hidden=_stream(given, uc) if hidden else None,
     )
     parts = method.objective(terms, uc)
     if uc.project_retain:  # the part the step projects off the retain descent's gradient
@@ -72,6 +77,17 @@ def objective(
         kept = retain_objective(retain_losses, retain_valid)
         parts = dict(parts, loss=parts["loss"] + uc.retain_weight * kept, retain=kept)
     return parts
+
+
+def _stream(out: Any, uc: UnlearnConfig) -> torch.Tensor:
+    """The residual stream after ``unlearning.rmu.layer`` blocks (null: half of them) at the
+    positions that predict each token ([B, T-1, H])."""
+    states = out.hidden_states  # the embeddings, then the output of each block
+    blocks = len(states) - 1
+    layer = blocks // 2 if uc.rmu.layer is None else uc.rmu.layer
+    if layer > blocks:
+        raise DfsuError(f"unlearning.rmu.layer: {layer}, but the model has {blocks} blocks")
+    return states[max(layer, 1)][:, :-1]
 
 
 def _loader(items: list[dict], uc: UnlearnConfig, pad: int, seed: int | None) -> Any:
