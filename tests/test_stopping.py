@@ -72,6 +72,7 @@ def test_every_method_is_one_entry_with_a_working_objective():
     uc = UnlearnConfig()
     losses = torch.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
     logits = torch.randn(1, 3, 5, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    hidden = torch.randn(1, 3, 4, generator=torch.Generator().manual_seed(1)).requires_grad_()
     ones = torch.ones(1, 3)
     terms = Terms(
         losses=losses,
@@ -83,17 +84,21 @@ def test_every_method_is_one_entry_with_a_working_objective():
         logits=logits,
         reference_logits=logits.detach() + 0.1,
         targets=torch.tensor([[1, 2, 3]]),
+        hidden=hidden,
+        reference_hidden=hidden.detach() + 0.1,
     )
     rows = [m.row for m in METHODS.values()]
-    assert rows == ["dfsu", "ga", "gen_only", "npo", "graddiff", "distill", "undo"]
-    # undo trains a copy (unlearning/undo.py), not an objective over adapters
-    assert [m.name for m in METHODS.values() if m.objective is None] == ["undo"]
+    assert rows == ["dfsu", "ga", "gen_only", "npo", "graddiff", "distill", "rmu", "edit", "undo"]
+    # undo trains a copy (unlearning/undo.py), edit edits in closed form (unlearning/edit.py):
+    # neither is an objective over adapters
+    assert [m.name for m in METHODS.values() if m.objective is None] == ["edit", "undo"]
     for method in (m for m in METHODS.values() if m.update == "lora"):
         parts = method.objective(terms, uc)
         parts["loss"].backward()
-        trained = logits if method.needs_logits else losses  # what the objective reads
+        # what the objective reads
+        trained = hidden if method.needs_hidden else logits if method.needs_logits else losses
         assert trained.grad is not None and torch.isfinite(parts["loss"])
-        losses.grad = logits.grad = None
+        losses.grad = logits.grad = hidden.grad = None
     # pscu ascends the PII token (gradient -beta/1) and descends the context (+alpha/2 each).
     METHODS["pscu"].objective(terms, UnlearnConfig(alpha=1.0, beta=1.0))["loss"].backward()
     assert losses.grad.tolist() == [[0.5, -1.0, 0.5]]

@@ -785,3 +785,64 @@ def test_unsure_tokens_reach_no_loss():
     want = METHODS["pscu"].objective(Terms(losses, valid, batch["pii"][:, 1:]), uc)["loss"]
     assert got.item() == pytest.approx(want.item())
     assert got.item() != pytest.approx(plain["loss"].item())
+
+
+def test_closed_form_edit_meets_forget_keys_and_spares_preserved_ones():
+    from dfsu.unlearning.edit import closed_form
+
+    torch.manual_seed(0)
+    keys = torch.randn(8, 3)  # three forget keys in an 8-wide key space
+    wanted = torch.randn(4, 3)
+    # nothing preserved: every wanted change met (3 keys, 8 dimensions)
+    free = closed_form(wanted, keys, torch.zeros(8, 8), 0.0)
+    assert torch.allclose(free @ keys, wanted, atol=1e-3)
+    # a preserved key orthogonal to the forget keys: met as well, and the preserved key spared
+    spared = torch.linalg.qr(torch.cat([keys, torch.randn(8, 1)], 1)).Q[:, 3:]
+    update = closed_form(wanted, keys, spared @ spared.T, 100.0)
+    assert torch.allclose(update @ keys, wanted, atol=1e-2)
+    assert (update @ spared).norm() < 1e-2 * wanted.norm()
+    # a preserved key that is a forget key: the more it weighs, the less either moves
+    shared = keys[:, :1] / keys[:, :1].norm()
+    moved = [
+        (closed_form(wanted, keys, shared @ shared.T, lam) @ keys[:, :1]).norm()
+        for lam in (0.1, 10.0)
+    ]
+    assert moved[1] < moved[0] / 5
+
+
+def test_edit_rows_mark_the_positions_that_predict_a_value():
+    from dfsu.unlearning.edit import forget_rows
+
+    def tokenize(text):
+        return [ord(c) for c in text]
+
+    ((ids, marks),) = forget_rows([("abcd", "XY")], tokenize, 0, 3)
+    # EOS, the last 3 characters before, the value; positions 3 and 4 predict X and Y
+    assert ids == [0, ord("b"), ord("c"), ord("d"), ord("X"), ord("Y")]
+    assert marks == [False, False, False, True, True, False]
+    assert forget_rows([("abc", "")], tokenize, 0, 3) == []  # no value: nothing to edit
+    ((ids, marks),) = forget_rows([("", "Z")], tokenize, 0, 3)
+    assert ids == [0, ord("Z")] and marks == [True, False]  # after EOS alone
+
+
+def test_an_edit_row_edits_only_the_first_down_projections(trained_micro_run, tmp_path):
+    from dfsu.rundir import file_hash
+
+    cfg, source = trained_micro_run
+    run = _copy(source, tmp_path)
+    before = file_hash(run / "target" / "model.safetensors")
+    quick = ["unlearning.edit.steps=3", "unlearning.edit.public=8"]
+    out = unlearn(load_config(str(run / "config.yaml"), FAST + quick), run, "edit", "oracle")
+    summary = json.loads((out / "summary.json").read_text())
+    blocks = summary["edits"]["blocks"]
+    assert summary["method"] == "edit" and not (out / "adapter").exists()
+    assert len(blocks) >= 1 and blocks[0]["positions"] > 0 and 0 <= blocks[0]["unmet"] <= 1
+    given, _ = load_causal_lm(run / "target")
+    edited, _ = load_causal_lm(out / "merged")
+    changed = [
+        n
+        for (n, a), (_, b) in zip(given.named_parameters(), edited.named_parameters(), strict=True)
+        if not torch.equal(a, b)
+    ]
+    assert changed and all("dense_4h_to_h.weight" in n for n in changed), changed
+    assert file_hash(run / "target" / "model.safetensors") == before

@@ -44,6 +44,7 @@ from dfsu.config.synthesis import ANNOTATORS, SOURCES, SynthesisConfig, TaggerCo
 from dfsu.config.unlearn import (
     RECITE_BRANCHES,
     DistillConfig,
+    EditConfig,
     LoopConfig,
     NpoConfig,
     RmuConfig,
@@ -64,6 +65,7 @@ __all__ = [
     "CorpusConfig",
     "DataConfig",
     "DistillConfig",
+    "EditConfig",
     "EvalConfig",
     "InverterConfig",
     "LeakConfig",

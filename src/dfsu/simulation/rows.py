@@ -21,6 +21,8 @@ UNLEARNED = (
     | {"dfsu-loop": ("pscu", "loop"), "distill-loop": ("distill", "loop")}
     # rmu: representation misdirection, data-free on what the loop confirms, and its twin
     | {"rmu-loop": ("rmu", "loop"), "rmu-oracle": ("rmu", "oracle")}
+    # edit: closed-form edits of the values the leak estimate confirms, and its twin
+    | {"edit": ("edit", "loop"), "edit-oracle": ("edit", "oracle")}
     # undo: a shrunk copy distilled from the model; data-free (the values the leak estimate
     # confirms keep recitations out) and its oracle twin (the true values do)
     | {"undo": ("undo", "loop"), "undo-oracle": ("undo", "oracle")}

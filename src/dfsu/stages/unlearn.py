@@ -304,6 +304,10 @@ def unlearn(
         from dfsu.unlearning.undo import distil_copy
 
         return distil_copy(cfg, owner, data, name, truth)
+    if spec.update == "edit":  # no adapters: the owner's MLPs edited in closed form
+        from dfsu.unlearning.edit import edit_model
+
+        return edit_model(cfg, owner, data, name, truth)
 
     model, tokenizer, modules = _adapted_model(owner, cfg.unlearning)
     cfg = _fit_context(cfg, model)

@@ -53,7 +53,7 @@ class Method:
         "proxy"  # kept check: "proxy" = highest held-out PII loss, "last" = last within bound
     )
     lr_setting: str | None = None  # an unlearning.* learning rate of its own (null: lr)
-    update: str = "lora"  # "lora": adapters on the owner's model; "copy": a new model (undo.py)
+    update: str = "lora"  # "lora": adapters; "copy": a new model (undo.py); "edit": edit.py
     data: tuple[str, ...] = ("pseudo", "oracle", "loop")  # the --data it takes
 
 
@@ -163,6 +163,16 @@ METHODS: dict[str, Method] = {
             "a fixed random direction where it predicts PII, held elsewhere (RMU); no ascent",
             _rmu,
             needs_hidden=True,
+        ),
+        Method(
+            "edit",
+            "edit",
+            "closed-form key-to-value edits of the first MLP down-projections: the keys where "
+            "a value is predicted mapped elsewhere, the public text's keys preserved (MEMIT, "
+            "AlphaEdit); no adapter",
+            None,
+            update="edit",
+            data=("loop", "oracle"),
         ),
         Method(
             "undo",

@@ -62,7 +62,15 @@ class UnlearnResult:
 
 
 # summary.json's fields left out when they are None (a setting that was off)
-OPTIONAL = ("rounds", "recitation_bound", "null_space", "self_bound", "projection", "distillation")
+OPTIONAL = (
+    "rounds",
+    "recitation_bound",
+    "null_space",
+    "self_bound",
+    "projection",
+    "distillation",
+    "edits",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +105,7 @@ class UnlearnSummary:
     self_bound: dict[str, Any] | None = None  # ``unlearning.loop.max_self_ppl_increase``
     projection: dict[str, int] | None = None  # ``unlearning.project_retain``: steps, opposed
     distillation: dict[str, Any] | None = None  # the undo rows: alpha and the texts distilled
+    edits: dict[str, Any] | None = None  # the edit rows: per block, positions and unmet share
 
     @classmethod
     def of(cls, result: UnlearnResult, **rest: Any) -> UnlearnSummary:

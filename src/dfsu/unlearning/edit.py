@@ -1,0 +1,291 @@
+"""Closed-form key-to-value edits (the ``edit`` rows; after MEMIT, arXiv 2210.07229, and
+AlphaEdit, arXiv 2410.02355): no adapter, no training loop; the MLP down-projections of the
+first ``unlearning.edit.blocks`` blocks get a least-squares update.
+
+A value the model gives back is written by the positions that predict its tokens (the text
+before it, and each of its tokens but the last). There, the MLP's down-projection reads a key
+k (its input) and writes a value; an edit wants it to write v + d instead, where d is the
+change of the block's MLP output that makes the model stop predicting the value's tokens
+(``wanted_deltas``: a few Adam steps on -log(1 - p(token)) with a small L2 penalty). The keys
+of the owner's public text are preserved: their outputs should not move. The update is the
+least-squares solution of both (``closed_form``):
+
+    dW = D K^T (K K^T + lam * n / m * P P^T + eps I)^-1
+
+with K, D the keys and wanted changes at the n forget positions and P the m preserved keys
+(``unlearning.edit.preserve`` = lam weighs a preserved key against a forget key). Block by
+block, first to last, each takes its share of the change still wanted (MEMIT's spread).
+
+The forget positions: for ``loop`` (data-free) the (prefix, value) pairs the leak estimate's
+select draw confirms on the owner's model; for ``oracle`` the true records' spans.
+``closed_form`` and ``forget_rows`` are pure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dfsu.components.batches import collate
+from dfsu.components.models import load_causal_lm, pick_device
+from dfsu.errors import DfsuError
+from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
+from dfsu.unlearning.result import UnlearnSummary
+
+# the MLP down-projection per architecture (``model_type``): the module whose input is the key
+DOWN = {"gpt_neox": "mlp.dense_4h_to_h", "gpt2": "mlp.c_proj", "llama": "mlp.down_proj"}
+DOWN |= {"mistral": "mlp.down_proj", "qwen2": "mlp.down_proj"}
+EPS = 1e-4  # ridge on K K^T, relative to its mean diagonal
+
+
+def closed_form(
+    deltas: torch.Tensor, keys: torch.Tensor, preserved: torch.Tensor, lam: float
+) -> torch.Tensor:
+    """The update dW [out, in] that maps each key (column of ``keys`` [in, n]) to its wanted
+    change (column of ``deltas`` [out, n]) while mapping the ``preserved`` keys' second
+    moment (``preserved`` = P P^T / m [in, in]) to as little as it can, weighted ``lam`` per
+    forget key (pure)."""
+    n = keys.shape[1]
+    gram = keys @ keys.T + lam * n * preserved
+    ridge = EPS * gram.diagonal().mean().clamp(min=1e-8)
+    gram = gram + ridge * torch.eye(gram.shape[0], dtype=gram.dtype)
+    return torch.linalg.solve(gram, (deltas @ keys.T).T).T
+
+
+def forget_rows(
+    pairs: Sequence[tuple[str, str]], tokenize: Any, eos: int, limit: int
+) -> list[tuple[list[int], list[bool]]]:
+    """Each (text before, value) pair as token ids (EOS, the text before, the value; at most
+    ``limit`` tokens of the text before kept) and marks: True at each position that predicts
+    one of the value's tokens (pure up to ``tokenize``)."""
+    rows = []
+    for before, value in pairs:
+        head = tokenize(before)[-limit:] if before else []
+        tail = tokenize(value)
+        if not tail:
+            continue
+        ids = [eos, *head, *tail]
+        marks = [False] * len(ids)
+        for i in range(len(head) + 1, len(ids)):
+            marks[i - 1] = True  # position i - 1 predicts token i, a value token
+        rows.append((ids, marks))
+    return rows
+
+
+def _down_modules(model: Any) -> list[torch.nn.Module]:
+    """The MLP down-projection of every block, first to last."""
+    kind = model.config.model_type
+    if kind not in DOWN:
+        raise DfsuError(f"edit: no known MLP down-projection for a {kind} model")
+    suffix = "." + DOWN[kind]
+    found = [(n, m) for n, m in model.named_modules() if n.endswith(suffix)]
+    return [m for _, m in sorted(found, key=lambda nm: _block_index(nm[0]))]
+
+
+def _block_index(name: str) -> int:
+    return next(int(part) for part in name.split(".") if part.isdigit())
+
+
+def _is_conv1d(module: torch.nn.Module) -> bool:
+    return type(module).__name__ == "Conv1D"  # GPT-2: y = x W + b, W [in, out]
+
+
+def _batches(rows: list, size: int) -> Any:
+    for i in range(0, len(rows), size):
+        yield rows[i : i + size]
+
+
+@torch.no_grad()
+def _keys(model: Any, down: Any, rows: list, pad: int, device: Any, batch: int) -> torch.Tensor:
+    """The down-projection's inputs at the marked positions of ``rows`` ((ids, marks)
+    pairs), as columns [in, n]."""
+    taken: list[torch.Tensor] = []
+
+    def grab(_module: Any, args: tuple) -> None:
+        taken.append(args[0].detach())
+
+    out = []
+    handle = down.register_forward_pre_hook(grab)
+    try:
+        for chunk in _batches(rows, batch):
+            tensors = collate([ids for ids, _ in chunk], pad)
+            model(
+                input_ids=tensors["input_ids"].to(device),
+                attention_mask=tensors["attention_mask"].to(device),
+            )
+            marks = _marks(chunk, taken[-1].shape[1], device)
+            out.append(taken.pop()[marks].float())
+    finally:
+        handle.remove()
+    return torch.cat(out).T
+
+
+def _marks(chunk: list, width: int, device: Any) -> torch.Tensor:
+    marks = torch.zeros(len(chunk), width, dtype=torch.bool, device=device)
+    for i, (_, row) in enumerate(chunk):
+        marks[i, : len(row)] = torch.tensor(row, dtype=torch.bool)
+    return marks
+
+
+def _preserved(model: Any, down: Any, texts: list, pad: int, device: Any) -> torch.Tensor:
+    """P P^T / m of the down-projection's inputs at every real position of ``texts``."""
+    rows = [(ids, [True] * len(ids)) for ids in texts]
+    keys = _keys(model, down, rows, pad, device, 16)
+    return keys @ keys.T / keys.shape[1]
+
+
+def wanted_deltas(
+    model: Any, down: Any, rows: list, pad: int, device: Any, ec: Any
+) -> torch.Tensor:
+    """The change of ``down``'s output at each marked position that makes the model stop
+    predicting the token it marks: ``ec.steps`` Adam steps of the mean -log(1 - p(token))
+    plus ``ec.decay`` x the mean squared change, columns [out, n] (in ``_keys``'s order)."""
+    return torch.cat([_deltas(model, down, c, pad, device, ec) for c in _batches(rows, 64)], 1)
+
+
+def _deltas(model: Any, down: Any, rows: list, pad: int, device: Any, ec: Any) -> torch.Tensor:
+    tensors = collate([ids for ids, _ in rows], pad)
+    ids, mask = tensors["input_ids"].to(device), tensors["attention_mask"].to(device)
+    marks = _marks(rows, ids.shape[1], device)
+    targets = ids[:, 1:][marks[:, :-1]]
+    delta = torch.zeros(int(marks.sum()), model.config.hidden_size, device=device)
+    delta.requires_grad_(True)
+
+    def add(_module: Any, _args: tuple, output: torch.Tensor) -> torch.Tensor:
+        shifted = output.clone()
+        shifted[marks] = shifted[marks] + delta.to(output.dtype)
+        return shifted
+
+    optimizer = torch.optim.Adam([delta], lr=ec.lr)
+    handle = down.register_forward_hook(add)
+    try:
+        for _ in range(ec.steps):
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1][marks[:, :-1]]
+            p = torch.softmax(logits.float(), -1).gather(1, targets[:, None]).squeeze(1)
+            loss = -torch.log1p(-p.clamp(max=1 - 1e-6)).mean() + ec.decay * (delta**2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    finally:
+        handle.remove()
+    return delta.detach().float().T
+
+
+def edit_blocks(
+    model: Any, rows: list, public: list, pad: int, device: Any, ec: Any
+) -> list[dict[str, Any]]:
+    """The edits of the first ``ec.blocks`` blocks (null: half of them), in place; per block
+    the positions edited and the share of the wanted change the update leaves unmet."""
+    downs = _down_modules(model)
+    count = len(downs) // 2 if ec.blocks is None else ec.blocks
+    if not 1 <= count <= len(downs):
+        raise DfsuError(f"unlearning.edit.blocks: {count}, but the model has {len(downs)} blocks")
+    model.requires_grad_(False)
+    log = []
+    for done, down in enumerate(downs[:count]):
+        wanted = wanted_deltas(model, down, rows, pad, device, ec) / (count - done)
+        keys = _keys(model, down, rows, pad, device, 64)  # the deltas' order
+        update = closed_form(
+            wanted, keys, _preserved(model, down, public, pad, device), ec.preserve
+        )
+        unmet = ((update @ keys - wanted).norm() / wanted.norm().clamp(min=1e-8)).item()
+        with torch.no_grad():
+            weight = down.weight
+            weight += (update.T if _is_conv1d(down) else update).to(weight.dtype)
+        log.append({"block": done, "positions": keys.shape[1], "unmet": round(unmet, 4)})
+    return log
+
+
+def edit_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = None) -> Path:
+    """Stage body of an ``edit`` row: the owner's model with its first blocks' MLP
+    down-projections edited (``edit_blocks``) away from the values found (``loop``) or the
+    true ones (``oracle``), saved to ROOT/unlearned/<name>/merged with summary.json."""
+    from dfsu.evaluation.utility import default_window, perplexity
+    from dfsu.ui import info
+
+    ec, device = cfg.unlearning.edit, pick_device(cfg.target.device)
+    started = time.time()
+    model, tokenizer = load_causal_lm(owner.model)
+    model.to(device).eval()
+    pairs = _forget_pairs(cfg, owner, model, tokenizer, data, truth, device)
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id or 0
+    rows = forget_rows(
+        pairs, lambda t: tokenizer(t, add_special_tokens=False)["input_ids"], eos, 48
+    )
+    if not rows:
+        raise DfsuError("edit: no value to edit away (the leak estimate confirmed none)")
+    window = min(default_window(model), 128)
+    texts = owner.public_texts()[: ec.public]
+    public = [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]][:window] for t in texts]
+    checks = owner.check_texts()[: cfg.unlearning.eval_docs]
+    before = perplexity(model, tokenizer, checks, default_window(model), device=device)
+    log = edit_blocks(model, rows, public, pad, device, ec)
+    after = perplexity(model, tokenizer, checks, default_window(model), device=device)
+    info(f"edit {name}: {len(pairs)} values, perplexity {before:.3f} -> {after:.3f}")
+    final = owner.paths.unlearned(name)
+    with staged_dir(final) as out:
+        model.to("cpu").save_pretrained(out / "merged")
+        tokenizer.save_pretrained(out / "merged")
+        edits = {
+            "values": len(pairs),
+            "rows": len(rows),
+            "public_texts": len(public),
+            "blocks": log,
+        }
+        summary = _summary(cfg, name, data, (before, after), len(checks), edits, started)
+        atomic_write_jsonl(out / "train_log.jsonl", log)
+        atomic_write_json(out / "summary.json", summary.to_json())
+    return final
+
+
+def _forget_pairs(
+    cfg: Any, owner: Any, model: Any, tokenizer: Any, data: str, truth: list | None, device: Any
+) -> list[tuple[str, str]]:
+    """(text before, value) pairs: the true records' spans (``oracle``), or the (prefix,
+    value) contexts the leak estimate's select draw confirms on the owner's model (``loop``)."""
+    if data == "oracle":
+        pairs = []
+        for record in truth or []:
+            for span in record.spans:
+                head = record.text[: span.start].rstrip()
+                pairs.append((head, record.text[len(head) : span.end]))
+        return pairs
+    from dfsu.evaluation.depth import value_contexts
+    from dfsu.evaluation.leak import leak_meter
+
+    draw = leak_meter(cfg, owner, tokenizer, "select")(model, tokenizer, device)
+    return [(c.context, c.suffix) for c in value_contexts(draw, cfg.leak.min_count)]
+
+
+def _summary(
+    cfg: Any, name: str, data: str, ppl: tuple, docs: int, edits: dict, started: float
+) -> UnlearnSummary:
+    """summary.json of an edit row: perplexity before and after; nothing selects."""
+    kept = {"step": 0, "epoch": 0.0, "ppl": round(ppl[1], 4)}
+    return UnlearnSummary(
+        name=name,
+        method="edit",
+        data=data,
+        steps=0,
+        total_steps=0,
+        stop_reason=f"edited {len(edits['blocks'])} blocks in closed form",
+        start_ppl=round(ppl[0], 4),
+        ppl_bound=round(ppl[0] * (1 + cfg.unlearning.max_ppl_increase), 4),
+        check_docs=docs,
+        kept_step=0,
+        backtracks=0,
+        kept_check=kept,
+        checks=[{"step": 0, "epoch": 0.0, "ppl": round(ppl[0], 4)}, kept],
+        lora_modules=[],
+        train_texts=edits["rows"],
+        pii_tokens_at_start=None,
+        recited_retain_texts=0,
+        held_texts=0,
+        seconds=round(time.time() - started, 1),
+        rule="none: the edit in closed form (nothing selects)",
+        edits=edits,
+    )
