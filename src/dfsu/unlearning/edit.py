@@ -52,7 +52,7 @@ def closed_form(
     n = keys.shape[1]
     gram = keys @ keys.T + lam * n * preserved
     ridge = EPS * gram.diagonal().mean().clamp(min=1e-8)
-    gram = gram + ridge * torch.eye(gram.shape[0], dtype=gram.dtype)
+    gram = gram + ridge * torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device)
     return torch.linalg.solve(gram, (deltas @ keys.T).T).T
 
 
@@ -181,7 +181,7 @@ def edit_blocks(
     """The edits of the first ``ec.blocks`` blocks (null: half of them), in place; per block
     the positions edited and the share of the wanted change the update leaves unmet."""
     downs = _down_modules(model)
-    count = len(downs) // 2 if ec.blocks is None else ec.blocks
+    count = max(1, len(downs) // 2) if ec.blocks is None else ec.blocks
     if not 1 <= count <= len(downs):
         raise DfsuError(f"unlearning.edit.blocks: {count}, but the model has {len(downs)} blocks")
     model.requires_grad_(False)
