@@ -547,6 +547,7 @@ def test_an_unlearning_returns_a_typed_result_written_as_its_summary(
         "self_bound",
         "projection",
         "distillation",
+        "edits",
     )
     fields = [f.name for f in dataclasses.fields(UnlearnSummary) if f.name not in optional]
     assert list(written) == fields  # summary.json's keys, in the dataclass's order

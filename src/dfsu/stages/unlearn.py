@@ -276,6 +276,20 @@ def _adapted_model(owner: Owner, uc: UnlearnConfig) -> tuple[Any, Any, list[str]
     return model, tokenizer, modules
 
 
+def _without_adapters(
+    cfg: RunConfig, owner: Owner, update: str, data: str, name: str, truth: list | None
+) -> Path:
+    """An unlearning that trains no adapter: ``copy``, a new model distilled from the owner's
+    (unlearning/undo.py); ``edit``, the owner's MLPs edited in closed form (unlearning/edit.py)."""
+    if update == "copy":
+        from dfsu.unlearning.undo import distil_copy
+
+        return distil_copy(cfg, owner, data, name, truth)
+    from dfsu.unlearning.edit import edit_model
+
+    return edit_model(cfg, owner, data, name, truth)
+
+
 def unlearn(
     cfg: RunConfig,
     where: Owner | str | Path,
@@ -300,14 +314,8 @@ def unlearn(
     if truth is None and (data == "oracle" or cfg.unlearning.track_privacy):
         truth = read_records(run)
     torch.manual_seed(cfg.seed)
-    if spec.update == "copy":  # no adapters: a new model distilled from the owner's
-        from dfsu.unlearning.undo import distil_copy
-
-        return distil_copy(cfg, owner, data, name, truth)
-    if spec.update == "edit":  # no adapters: the owner's MLPs edited in closed form
-        from dfsu.unlearning.edit import edit_model
-
-        return edit_model(cfg, owner, data, name, truth)
+    if spec.update != "lora":  # no adapters: a new model, or the owner's edited
+        return _without_adapters(cfg, owner, spec.update, data, name, truth)
 
     model, tokenizer, modules = _adapted_model(owner, cfg.unlearning)
     cfg = _fit_context(cfg, model)

@@ -229,6 +229,7 @@ def edit_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = 
     final = owner.paths.unlearned(name)
     with staged_dir(final) as out:
         model.to("cpu").save_pretrained(out / "merged")
+        tokenizer.padding_side = "right"  # as every unlearned model's is saved
         tokenizer.save_pretrained(out / "merged")
         edits = {
             "values": len(pairs),
