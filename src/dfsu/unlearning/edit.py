@@ -34,11 +34,9 @@ from dfsu.components.batches import collate
 from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
+from dfsu.unlearning.lora import LORA_MODULES
 from dfsu.unlearning.result import UnlearnSummary
 
-# the MLP down-projection per architecture (``model_type``): the module whose input is the key
-DOWN = {"gpt_neox": "mlp.dense_4h_to_h", "gpt2": "mlp.c_proj", "llama": "mlp.down_proj"}
-DOWN |= {"mistral": "mlp.down_proj", "qwen2": "mlp.down_proj"}
 EPS = 1e-4  # ridge on K K^T, relative to its mean diagonal
 
 
@@ -79,9 +77,10 @@ def forget_rows(
 def _down_modules(model: Any) -> list[torch.nn.Module]:
     """The MLP down-projection of every block, first to last."""
     kind = model.config.model_type
-    if kind not in DOWN:
-        raise DfsuError(f"edit: no known MLP down-projection for a {kind} model")
-    suffix = "." + DOWN[kind]
+    if kind not in LORA_MODULES:
+        known = ", ".join(sorted(LORA_MODULES))
+        raise DfsuError(f"edit: no known MLP for a {kind} model (known: {known})")
+    suffix = "." + LORA_MODULES[kind]["mlp"][-1]  # the MLP's last module: the down-projection
     found = [(n, m) for n, m in model.named_modules() if n.endswith(suffix)]
     return [m for _, m in sorted(found, key=lambda nm: _block_index(nm[0]))]
 
@@ -265,27 +264,18 @@ def _forget_pairs(
 def _summary(
     cfg: Any, name: str, data: str, ppl: tuple, docs: int, edits: dict, started: float
 ) -> UnlearnSummary:
-    """summary.json of an edit row: perplexity before and after; nothing selects."""
-    kept = {"step": 0, "epoch": 0.0, "ppl": round(ppl[1], 4)}
-    return UnlearnSummary(
+    """summary.json of an edit row: perplexity before and after, what was edited."""
+    return UnlearnSummary.without_adapter(
+        cfg,
+        ppl,
+        docs,
+        0,
         name=name,
         method="edit",
         data=data,
-        steps=0,
-        total_steps=0,
         stop_reason=f"edited {len(edits['blocks'])} blocks in closed form",
-        start_ppl=round(ppl[0], 4),
-        ppl_bound=round(ppl[0] * (1 + cfg.unlearning.max_ppl_increase), 4),
-        check_docs=docs,
-        kept_step=0,
-        backtracks=0,
-        kept_check=kept,
-        checks=[{"step": 0, "epoch": 0.0, "ppl": round(ppl[0], 4)}, kept],
-        lora_modules=[],
         train_texts=edits["rows"],
-        pii_tokens_at_start=None,
         recited_retain_texts=0,
-        held_texts=0,
         seconds=round(time.time() - started, 1),
         rule="none: the edit in closed form (nothing selects)",
         edits=edits,

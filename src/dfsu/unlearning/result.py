@@ -126,6 +126,36 @@ class UnlearnSummary:
             **rest,
         )
 
+    @classmethod
+    def without_adapter(
+        cls,
+        cfg: Any,
+        ppl: tuple[float, float],
+        docs: int,
+        steps: int,
+        **rest: Any,
+    ) -> UnlearnSummary:
+        """The summary of an unlearning that trains no adapter (the undo copy, the edits):
+        its perplexity before and after (``ppl``) on ``docs`` held-out documents; nothing
+        selects, so one kept check, after ``steps``; ``rest``: the recipe, its texts and what
+        is its own."""
+        kept = {"step": steps, "epoch": 0.0, "ppl": round(ppl[1], 4)}
+        return cls(
+            steps=steps,
+            total_steps=steps,
+            start_ppl=round(ppl[0], 4),
+            ppl_bound=round(ppl[0] * (1 + cfg.unlearning.max_ppl_increase), 4),
+            check_docs=docs,
+            kept_step=steps,
+            backtracks=0,
+            kept_check=kept,
+            checks=[{"step": 0, "epoch": 0.0, "ppl": round(ppl[0], 4)}, kept],
+            lora_modules=[],
+            pii_tokens_at_start=None,
+            held_texts=0,
+            **rest,
+        )
+
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         for optional in OPTIONAL:

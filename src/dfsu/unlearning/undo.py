@@ -460,28 +460,19 @@ def _summary(
     cfg: Any, name: str, data: str, ppl: list[float], docs: int, counts: dict, seconds: float
 ) -> UnlearnSummary:
     """summary.json of an undo row: its perplexity before (the owner's model) and after on
-    ``docs`` held-out documents, the texts distilled; nothing selects, so one kept check."""
+    ``docs`` held-out documents, the texts distilled."""
     uu = cfg.unlearning.undo
-    kept = {"step": uu.steps, "epoch": 0.0, "ppl": round(ppl[1], 4)}
-    return UnlearnSummary(
+    return UnlearnSummary.without_adapter(
+        cfg,
+        (ppl[0], ppl[1]),
+        docs,
+        uu.steps,
         name=name,
         method="undo",
         data=data,
-        steps=uu.steps,
-        total_steps=uu.steps,
         stop_reason=f"distilled for {uu.steps} steps",
-        start_ppl=round(ppl[0], 4),
-        ppl_bound=round(ppl[0] * (1 + cfg.unlearning.max_ppl_increase), 4),
-        check_docs=docs,
-        kept_step=uu.steps,
-        backtracks=0,
-        kept_check=kept,
-        checks=[{"step": 0, "epoch": 0.0, "ppl": round(ppl[0], 4)}, kept],
-        lora_modules=[],
         train_texts=counts["public_texts"] + counts["kept"] + counts["samples_kept"],
-        pii_tokens_at_start=None,
         recited_retain_texts=counts["kept"],
-        held_texts=0,
         seconds=round(seconds, 1),
         rule="none: the copy after its distillation steps (nothing selects)",
         distillation={"alpha": uu.alpha, "teacher": UNDO_TEACHER[data], **counts},
