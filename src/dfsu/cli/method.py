@@ -176,9 +176,10 @@ def cmd_unlearn(args: argparse.Namespace) -> int:
     from dfsu.owner_stages import run_stage
     from dfsu.rundir import RunPaths, read_jsonl, safe_name
     from dfsu.stage_table import UNLEARN, Recipe
-    from dfsu.stages.unlearn import unlearn
+    from dfsu.stages.unlearn import checked_method, unlearn
     from dfsu.ui import say
 
+    checked_method(args.method, args.data)  # the method's data before the data's files
     run = Path(args.run)
     cfg = run_config(run, args.overrides)
     name = safe_name(args.name or f"{args.method}-{args.data}")

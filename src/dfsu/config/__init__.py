@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from dfsu.config.edits import EditConfig, RevsConfig
 from dfsu.config.evaluation import (
     MAX_PREFIX_TOKENS,
     EvalConfig,
@@ -44,7 +45,6 @@ from dfsu.config.synthesis import ANNOTATORS, SOURCES, SynthesisConfig, TaggerCo
 from dfsu.config.unlearn import (
     RECITE_BRANCHES,
     DistillConfig,
-    EditConfig,
     LoopConfig,
     NpoConfig,
     RmuConfig,
@@ -70,6 +70,7 @@ __all__ = [
     "InverterConfig",
     "LeakConfig",
     "RecitationConfig",
+    "RevsConfig",
     "RmuConfig",
     "LoopConfig",
     "NpoConfig",

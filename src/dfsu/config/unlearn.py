@@ -2,7 +2,7 @@
 
 The section holds the recipe every row shares; the settings of one method or one data recipe
 are a group of their own (``unlearning.npo``, ``unlearning.distill``, ``unlearning.rmu``,
-``unlearning.edit``, ``unlearning.loop``;
+``unlearning.loop``; ``unlearning.edit`` and ``unlearning.revs`` in ``config.edits``,
 ``unlearning.undo`` in ``config.undo``).
 Their old flat keys (``unlearning.distill_gamma``) still load: ``config.moved``."""
 
@@ -12,6 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from dfsu.config.edits import EditConfig, RevsConfig
 from dfsu.config.fields import MAX_NEW_TOKENS, _check, _check_ranges, _f
 from dfsu.config.undo import UndoConfig
 
@@ -94,35 +95,6 @@ class RmuConfig:
 
     def __post_init__(self) -> None:
         _check_ranges(self, "unlearning.rmu.")
-
-
-@dataclass
-class EditConfig:
-    """``unlearning.edit``: the edit rows (closed-form key-to-value edits)."""
-
-    blocks: int | None = _f(
-        None,
-        "the MLP down-projections of this many blocks from the first are edited (null: half)",
-        neutral=None,
-        bounds=(1, 10_000),
-    )
-    preserve: float = _f(
-        1.0,
-        "weight of a preserved key (the public text's) against a forget key in the least squares",
-        neutral=1.0,
-        bounds=(0.0, 1e6),
-    )
-    steps: int = _f(
-        40, "Adam steps that find each block's wanted change", neutral=40, bounds=(1, 100_000)
-    )
-    lr: float = _f(0.05, "their learning rate", neutral=0.05, bounds=(1e-8, 100.0))
-    decay: float = _f(1e-3, "their L2 penalty on the change", neutral=1e-3, bounds=(0.0, 1e6))
-    public: int = _f(
-        256, "public texts whose keys are preserved", neutral=256, bounds=(1, 10_000_000)
-    )
-
-    def __post_init__(self) -> None:
-        _check_ranges(self, "unlearning.edit.")
 
 
 @dataclass
@@ -406,6 +378,10 @@ class UnlearnConfig:
     edit: EditConfig = field(
         default_factory=EditConfig,
         metadata={"help": "the edit rows (closed-form key-to-value edits)"},
+    )
+    revs: RevsConfig = field(
+        default_factory=RevsConfig,
+        metadata={"help": "the revs rows (rank edits of MLP neurons in the vocabulary space)"},
     )
     loop: LoopConfig = field(
         default_factory=LoopConfig, metadata={"help": "the loop rows (dfsu-loop, distill-loop)"}

@@ -23,6 +23,9 @@ UNLEARNED = (
     | {"rmu-loop": ("rmu", "loop"), "rmu-oracle": ("rmu", "oracle")}
     # edit: closed-form edits of the values the leak estimate confirms, and its twin
     | {"edit": ("edit", "loop"), "edit-oracle": ("edit", "oracle")}
+    # revs: rank edits of the neurons that write the values the leak estimate confirms, and
+    # its twin
+    | {"revs": ("revs", "loop"), "revs-oracle": ("revs", "oracle")}
     # undo: a shrunk copy distilled from the model; data-free (the values the leak estimate
     # confirms keep recitations out) and its oracle twin (the true values do)
     | {"undo": ("undo", "loop"), "undo-oracle": ("undo", "oracle")}

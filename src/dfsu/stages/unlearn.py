@@ -280,11 +280,16 @@ def _without_adapters(
     cfg: RunConfig, owner: Owner, update: str, data: str, name: str, truth: list | None
 ) -> Path:
     """An unlearning that trains no adapter: ``copy``, a new model distilled from the owner's
-    (unlearning/undo.py); ``edit``, the owner's MLPs edited in closed form (unlearning/edit.py)."""
+    (unlearning/undo.py); ``edit``, the owner's MLPs edited in closed form (unlearning/edit.py);
+    ``revs``, the owner's MLP neurons rank-edited (unlearning/revs.py)."""
     if update == "copy":
         from dfsu.unlearning.undo import distil_copy
 
         return distil_copy(cfg, owner, data, name, truth)
+    if update == "revs":
+        from dfsu.unlearning.revs import revs_model
+
+        return revs_model(cfg, owner, data, name, truth)
     from dfsu.unlearning.edit import edit_model
 
     return edit_model(cfg, owner, data, name, truth)
@@ -305,7 +310,7 @@ def unlearn(
     ``pseudo``: the directory holding pseudo.jsonl (default ROOT/pseudo/<synthesis.source>).
     ``truth``: the true records, for ``data: oracle`` and ``unlearning.track_privacy`` only
     (the evaluator's; read from RUN/data when not given)."""
-    spec = _method(method, data)  # the method's registry entry
+    spec = checked_method(method, data)  # the method's registry entry
     name = safe_name(name or f"{method}-{data}")
     owner = as_owner(where)
     pseudo = pseudo or owner.paths.pseudo(cfg.synthesis.source)
@@ -370,7 +375,7 @@ def unlearn(
     return owner.paths.unlearned(name)
 
 
-def _method(method: str, data: str) -> Method:
+def checked_method(method: str, data: str) -> Method:
     """The registry entry of ``method``, checked against ``data``."""
     if method not in METHODS:
         raise DfsuError(f"--method: {method!r} is not one of {', '.join(METHODS)}")

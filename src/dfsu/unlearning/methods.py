@@ -53,7 +53,9 @@ class Method:
         "proxy"  # kept check: "proxy" = highest held-out PII loss, "last" = last within bound
     )
     lr_setting: str | None = None  # an unlearning.* learning rate of its own (null: lr)
-    update: str = "lora"  # "lora": adapters; "copy": a new model (undo.py); "edit": edit.py
+    # "lora": adapters; "copy": a new model (undo.py); "edit", "revs": the owner's weights edited
+    # (edit.py, revs.py)
+    update: str = "lora"
     data: tuple[str, ...] = ("pseudo", "oracle", "loop")  # the --data it takes
 
 
@@ -172,6 +174,16 @@ METHODS: dict[str, Method] = {
             "AlphaEdit); no adapter",
             None,
             update="edit",
+            data=("loop", "oracle"),
+        ),
+        Method(
+            "revs",
+            "revs",
+            "rank edits in the vocabulary space: the MLP neurons that write a value's tokens "
+            "demoted until the logit lens no longer ranks them high (REVS); no adapter, no "
+            "gradient",
+            None,
+            update="revs",
             data=("loop", "oracle"),
         ),
         Method(
