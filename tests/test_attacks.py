@@ -315,6 +315,21 @@ def test_the_owners_verdict_gives_the_share_of_what_unlearning_removed_that_came
         "unlearning, at their own prefixes, 4 after unlearning, 16 after the attack: 60 % of "
         "what unlearning removed came back, the forgetting did not survive it ("
     )
+    # The probe's share of samples sees a comeback both counts miss: values that come back
+    # in fewer samples than a count asks (60.0 % before unlearning, 2.0 % after, 16.5 % after
+    # the attack: a quarter of what it removed). Without the rate before unlearning, the
+    # counts alone (a deliberate break: the rate left out reads 6 %).
+    probe = {
+        "values": 24,
+        "unlearned": 4,
+        "attacked": 4,
+        "hit_pct": {"unlearned": 2.0, "attacked": 16.5},
+    }
+    got = attack_verdicts(40, 4, {"relearn:60": {"consistent": 6, "probe": probe}}, False, 60.0)
+    assert got["relearn:60"]["returned_pct"] == 25.0 and not got["relearn:60"]["survived"]
+    assert "(samples giving them back there: 60.0 %, 2.0 %, 16.5 %)" in got["relearn:60"]["words"]
+    alone = attack_verdicts(40, 4, {"relearn:60": {"consistent": 6, "probe": probe}})
+    assert alone["relearn:60"]["returned_pct"] == 5.6
 
 
 def test_the_report_says_when_an_unlearned_rows_middle_layer_still_ranks_the_values():

@@ -255,6 +255,40 @@ def test_a_stage_reading_an_undeclared_section_fails_and_records_nothing(tmp_pat
     assert Stages(other, tmp_path / "b", set())(UNLEARN, "y", lambda c: None, recipe) != first
 
 
+def test_a_forced_stage_redoes_the_stages_built_on_it_even_after_a_kill(tmp_path, micro_cfg):
+    from dfsu.stage_runner import Stages, recorded_keys
+    from dfsu.stage_table import StageDef
+
+    def stage(kind: str, builds_on: tuple[str, ...]) -> StageDef:
+        return StageDef(
+            kind,
+            kind,
+            (),
+            builds_on,
+            lambda u: [u.keys.get(b) for b in builds_on],
+            lambda p, a: [],
+            False,
+        )
+
+    first, second = stage("a", ()), stage("b", ("a",))
+    ran: list[str] = []
+
+    def both(force: set[str], upto: int = 2) -> None:
+        runner = Stages(micro_cfg, tmp_path, force)
+        for one in (first, second)[:upto]:
+            runner(one, "", lambda c, n=one.kind: ran.append(n))
+
+    both(set())
+    both(set())
+    assert ran == ["a", "b"]  # the second time: both up to date
+    both({"a"}, upto=1)  # forced, then killed before b (a deliberate break: b stays up to date)
+    both(set())
+    assert ran == ["a", "b", "a", "b"]
+    keys = recorded_keys(tmp_path)
+    both(set())  # nothing forced: the keys, and what is up to date, stay
+    assert ran == ["a", "b", "a", "b"] and recorded_keys(tmp_path) == keys
+
+
 @pytest.mark.slow
 def test_the_bound_is_checked_on_held_out_public_documents_not_the_reported_ones(reference):
     # The checks read the owner's held-out public documents (RUN/sealed/check.jsonl); the

@@ -88,10 +88,11 @@ def test_every_method_is_one_entry_with_a_working_objective():
         reference_hidden=hidden.detach() + 0.1,
     )
     rows = [m.row for m in METHODS.values()]
-    assert rows == ["dfsu", "ga", "gen_only", "npo", "graddiff", "distill", "rmu", "edit", "undo"]
-    # undo trains a copy (unlearning/undo.py), edit edits in closed form (unlearning/edit.py):
-    # neither is an objective over adapters
-    assert [m.name for m in METHODS.values() if m.objective is None] == ["edit", "undo"]
+    known = ["dfsu", "ga", "gen_only", "npo", "graddiff", "distill", "rmu", "edit", "revs", "undo"]
+    assert rows == known
+    # undo trains a copy (unlearning/undo.py), edit and revs edit the owner's weights
+    # (unlearning/edit.py, revs.py): none is an objective over adapters
+    assert [m.name for m in METHODS.values() if m.objective is None] == ["edit", "revs", "undo"]
     for method in (m for m in METHODS.values() if m.update == "lora"):
         parts = method.objective(terms, uc)
         parts["loss"].backward()

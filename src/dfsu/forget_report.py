@@ -372,7 +372,13 @@ def forget_summary(
         ],
         "attacks": None
         if attacked is None
-        else attack_verdicts(lb["consistent"], la["consistent"], attacked, inside),
+        else attack_verdicts(
+            lb["consistent"],
+            la["consistent"],
+            attacked,
+            inside,
+            (before.get("probe") or {}).get("hit_pct"),
+        ),
         "examples": _examples(before.get("examples"), after.get("examples")),
         "recitation_lost": _lost(before.get("recitation"), after.get("recitation")),
         "values_shown": "true values" if show_pii else "masked",

@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,7 @@ class Stages:
         joins ``keys``. ``recipe``: an unlearning's."""
         name = stage.name(arg)
         key, entry, due = self._state(stage, arg, recipe)
-        self.keys[name] = key
+        self.keys[name] = made_key(key, entry)
         if not due:
             info(f"[dim]{name}: up to date[/dim]")
             self.timings[name] = entry.get("seconds", 0.0)
@@ -183,15 +184,15 @@ class Stages:
         seconds = round(time.time() - started, 2)
         self.profile.measured(name, seconds, counts)
         manifest = read_manifest(self.path)
-        manifest.setdefault("stages", {})[name] = {
-            "key": key,
-            "status": "done",
-            "seconds": seconds,
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        }
+        done = {"key": key, "status": "done", "seconds": seconds}
+        done["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        if name in self.force or stage.kind in self.force:  # its outputs are new: see made_key
+            done["made"] = uuid.uuid4().hex
+        manifest.setdefault("stages", {})[name] = done
         atomic_write_json(self.path, manifest)
         self.timings[name] = seconds
-        return key
+        self.keys[name] = made_key(key, done)
+        return self.keys[name]
 
     def due(self, stage: StageDef, arg: str = "", recipe: Recipe | None = None) -> bool:
         """Whether the stage would run: forced, its key changed, or an output missing."""
@@ -215,7 +216,21 @@ class Stages:
         return key, entry, due
 
 
+def made_key(key: str, entry: dict[str, Any]) -> str:
+    """The key the stages built on a stage's outputs read: its own key, or, once it was redone
+    by ``--force`` (its manifest entry's ``made``: the same inputs, other outputs), that key
+    with the redo's mark, so that what builds on it is redone too (and, after a kill, on
+    resume) while a run that forced nothing keeps its keys."""
+    made = entry.get("made") if entry.get("key") == key else None
+    return stage_key(key, made) if made else key
+
+
 def recorded_keys(run: Path) -> dict[str, str]:
-    """The keys of the finished stages in RUN/manifest.json."""
+    """The keys of the finished stages in RUN/manifest.json, as the stages built on them
+    read them (``made_key``)."""
     stages = read_manifest(RunPaths(run).manifest).get("stages", {})
-    return {n: e["key"] for n, e in stages.items() if e.get("status") == "done" and "key" in e}
+    return {
+        n: made_key(e["key"], e)
+        for n, e in stages.items()
+        if e.get("status") == "done" and "key" in e
+    }

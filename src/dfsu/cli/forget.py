@@ -69,7 +69,7 @@ def add_forget_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="STAGE",
-        help="redo a stage even if up to date (e.g. unlearn:dfsu-loop)",
+        help="redo a stage even if up to date, and the stages built on it (e.g. unlearn:dfsu-loop)",
     )
     fg.add_argument("--show-pii", action="store_true", help="true values in the outputs")
     add_config_args(fg)

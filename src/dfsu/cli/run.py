@@ -29,7 +29,8 @@ def add_run_parsers(sub: Any) -> None:
         action="append",
         default=[],
         metavar="STAGE",
-        help="redo a stage even if up to date (e.g. target, unlearn:dfsu)",
+        help="redo a stage even if up to date, and the stages built on it (e.g. target, "
+        "unlearn:dfsu)",
     )
     run_p.add_argument(
         "--keep",
@@ -73,7 +74,8 @@ def add_run_parsers(sub: Any) -> None:
         action="append",
         default=[],
         metavar="STAGE",
-        help="redo a stage at every point even if up to date (e.g. unlearn:dfsu)",
+        help="redo a stage at every point even if up to date, and the stages built on it "
+        "(e.g. unlearn:dfsu)",
     )
     sweep.add_argument(
         "--from",
