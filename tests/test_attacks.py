@@ -274,7 +274,8 @@ def test_every_row_has_its_attacks_and_relearning_does_not_bring_back_what_the_r
 
 
 def test_the_owners_verdict_gives_the_share_of_what_unlearning_removed_that_came_back():
-    from dfsu.evaluation.attacks import attack_verdicts, owner_attacks, returned_share
+    from dfsu.evaluation.attacks import owner_attacks
+    from dfsu.evaluation.verdicts import attack_verdicts, returned_share
 
     names = ["samples:50", "greedy", "quant:4", "relearn:60", "relearn-swap:9", "lens", "mia"]
     assert owner_attacks(names) == ["quant:4", "relearn:60"]

@@ -476,7 +476,7 @@ def test_the_depth_words_and_rows_say_when_the_tokenizer_alone_spells_the_values
 def test_the_depth_words_say_hidden_when_the_lens_or_membership_still_find_the_values():
     # catches: a verdict that reads the output only (a constant "removed"), or one that
     # ignores either measure
-    from dfsu.evaluation.attacks import attack_verdicts
+    from dfsu.evaluation.verdicts import attack_verdicts
     from dfsu.forget_report import depth_view
 
     def measured(middle, auc):

@@ -193,7 +193,7 @@ def audit_leak(
         attacked = (model, tokenizer)
         result["attacks"] = _attacked(cfg, attacks, attacked, run, meter, dev, probe)
         first, last = (estimates[n]["consistent"] for n in (next(iter(names)), name))
-        from dfsu.evaluation.attacks import attack_verdicts
+        from dfsu.evaluation.verdicts import attack_verdicts
 
         inside = bool(result.get("depth_view") and result["depth_view"]["held_inside"])
         result["attacks"] = attack_verdicts(first, last, result["attacks"], inside)

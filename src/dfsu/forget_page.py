@@ -160,7 +160,7 @@ def _depth_rows(depth: dict[str, Any] | None) -> list[dict[str, str]]:
 
 
 def _attack_rows(after: int, attacks: dict[str, dict] | None) -> list[dict[str, str]]:
-    from dfsu.evaluation.attacks import LOST_SHARE
+    from dfsu.evaluation.verdicts import LOST_SHARE
 
     rows = []
     for label, attack in (attacks or {}).items():
@@ -260,7 +260,7 @@ def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
 def _plots_html(summary: dict[str, Any]) -> str:
     """Per-label bars of the leak before and after; each attack's comeback."""
     from dfsu.components.html import bars
-    from dfsu.evaluation.attacks import HELD_SHARE, LOST_SHARE
+    from dfsu.evaluation.verdicts import HELD_SHARE, LOST_SHARE
 
     leak = summary["leak"]
     labels = sorted(

@@ -314,7 +314,7 @@ def forget_summary(
 ) -> dict[str, Any]:
     """summary.json: the leak estimate and perplexity before and after, the bound as
     checked, the steps (and rounds), the settings."""
-    from dfsu.evaluation.attacks import attack_verdicts
+    from dfsu.evaluation.verdicts import attack_verdicts
 
     attacked = measured.pop("attacks", None)
     (_, before), (_, after) = measured.items()
@@ -323,6 +323,7 @@ def forget_summary(
     words = leak_words(lb, la)
     depth = depth_view(before.get("depth"), after.get("depth"))
     inside = bool(depth and depth["held_inside"])
+    counts, hits = (lb["consistent"], la["consistent"]), (before.get("probe") or {}).get("hit_pct")
     kept_ppl = run.kept_check.get("ppl_all_docs", run.kept_check["ppl"])
     return {
         "model": str(model),
@@ -370,15 +371,7 @@ def forget_summary(
             }
             for r in run.rounds or ()
         ],
-        "attacks": None
-        if attacked is None
-        else attack_verdicts(
-            lb["consistent"],
-            la["consistent"],
-            attacked,
-            inside,
-            (before.get("probe") or {}).get("hit_pct"),
-        ),
+        "attacks": None if attacked is None else attack_verdicts(*counts, attacked, inside, hits),
         "examples": _examples(before.get("examples"), after.get("examples")),
         "recitation_lost": _lost(before.get("recitation"), after.get("recitation")),
         "values_shown": "true values" if show_pii else "masked",

@@ -136,5 +136,6 @@ def run_stage(
         if stage.kind in ("annotate", "unlearn") and "tagger" not in keys:
             before.keys["tagger"] = tagger_stage(cfg, run, before, True)
         keys = before.keys
-    by_hand = Stages(cfg, run, {stage.name(arg)}, keep_profile=True, keys=keys)
+    # computed as the pipeline would compute it: what builds on it keeps its keys
+    by_hand = Stages(cfg, run, {stage.name(arg)}, keep_profile=True, keys=keys, propagate=False)
     by_hand(stage, arg, fn, recipe)

@@ -138,7 +138,9 @@ class Profile:
 class Stages:
     """Runs stage functions through the manifest: skip when current, record when done.
     ``keys`` (stage name -> key) holds the keys of the stages run so far, which the next
-    stages' keys are built from; it starts from ``keys`` when given."""
+    stages' keys are built from; it starts from ``keys`` when given. A stage redone by
+    ``force`` marks its key (``made_key``) so that what builds on it is redone too, unless
+    ``propagate`` is off (a stage command run by hand: computed as the pipeline would)."""
 
     def __init__(
         self,
@@ -147,10 +149,12 @@ class Stages:
         force: set[str],
         keep_profile: bool = False,
         keys: dict[str, str] | None = None,
+        propagate: bool = True,
     ):
         self.cfg = cfg
         self.run = run
         self.force = force
+        self.propagate = propagate  # a forced stage's redo redoes what builds on it
         self.keys: dict[str, str] = dict(keys or {})
         self.path = RunPaths(run).manifest
         self.timings: dict[str, float] = {}
@@ -186,7 +190,7 @@ class Stages:
         manifest = read_manifest(self.path)
         done = {"key": key, "status": "done", "seconds": seconds}
         done["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-        if name in self.force or stage.kind in self.force:  # its outputs are new: see made_key
+        if self.propagate and (name in self.force or stage.kind in self.force):  # made_key
             done["made"] = uuid.uuid4().hex
         manifest.setdefault("stages", {})[name] = done
         atomic_write_json(self.path, manifest)
