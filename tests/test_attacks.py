@@ -378,7 +378,7 @@ def test_the_lens_finds_the_final_norm_of_gpt2_and_llama(trained_micro_run, kind
         LlamaForCausalLM,
     )
 
-    from dfsu.evaluation.attacks import _lens_parts, logit_lens
+    from dfsu.evaluation.attacks import lens_parts, logit_lens
     from dfsu.evaluation.sampler import Prompt
 
     _, run = trained_micro_run
@@ -386,7 +386,7 @@ def test_the_lens_finds_the_final_norm_of_gpt2_and_llama(trained_micro_run, kind
     torch.manual_seed(0)
     if kind == "gpt2":
         model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=3, n_head=2))
-        assert _lens_parts(model)[0] is model.transformer.ln_f
+        assert lens_parts(model)[0] is model.transformer.ln_f
     else:
         config = LlamaConfig(
             vocab_size=len(tok),
@@ -397,7 +397,7 @@ def test_the_lens_finds_the_final_norm_of_gpt2_and_llama(trained_micro_run, kind
             num_key_value_heads=2,
         )
         model = LlamaForCausalLM(config)
-        assert _lens_parts(model)[0] is model.model.norm
+        assert lens_parts(model)[0] is model.model.norm
     prompt = Prompt("r1", "Reset for user", " jdoe77 today", ["jdoe77"], 6)
     got = logit_lens(model.eval(), tok, [prompt], 50, "cpu")
     assert len(got["layers"]) == 3 and got["tokens"] > 0

@@ -324,7 +324,7 @@ def logit_lens(model: Any, tokenizer: Any, prompts: list, k: int, device: Any) -
     (the last layer: the model's own logits). Per layer the percent ranked in the top ``k``;
     ``middle`` the middle layer's, ``hidden`` the highest before the last, ``output`` the
     last's."""
-    norm, head = _lens_parts(model)
+    norm, head = lens_parts(model)
     eos = tokenizer.eos_token or ""
     per_layer: list[list[int]] | None = None
     model.eval()
@@ -379,7 +379,7 @@ def _value_positions(prompt: Any, offsets: list, start: int) -> list[int]:
     ]
 
 
-def _lens_parts(model: Any) -> tuple[Any, Any]:
+def lens_parts(model: Any) -> tuple[Any, Any]:
     """The final norm and the output layer of a causal LM (GPT-NeoX, GPT-2, Llama; under a
     PEFT wrapper too)."""
     core = model.get_base_model() if hasattr(model, "get_base_model") else model

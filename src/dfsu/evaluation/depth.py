@@ -28,9 +28,9 @@ from typing import Any, NamedTuple
 import torch
 
 from dfsu.evaluation.attacks import (
-    _lens_parts,
     _value_positions,
     auc,
+    lens_parts,
     lens_summary,
     ranks_of,
 )
@@ -147,7 +147,7 @@ def owner_lens(
     layer (the last layer: the model's own logits). ``batch_size`` contexts per forward pass,
     padded on the right. Per layer the percent of tokens ranked in the top ``k``; ``middle``
     the middle layer's, ``hidden`` the highest before the last, ``output`` the last's."""
-    norm, head = _lens_parts(model)
+    norm, head = lens_parts(model)
     model.eval()
     rows = _lens_rows(tokenizer, contexts)
     rows.sort(key=lambda row: -len(row[0]))  # similar lengths together: less padding

@@ -74,7 +74,7 @@ def forget_rows(
     return rows
 
 
-def _down_modules(model: Any) -> list[torch.nn.Module]:
+def down_modules(model: Any) -> list[torch.nn.Module]:
     """The MLP down-projection of every block, first to last."""
     kind = model.config.model_type
     if kind not in LORA_MODULES:
@@ -89,11 +89,14 @@ def _block_index(name: str) -> int:
     return next(int(part) for part in name.split(".") if part.isdigit())
 
 
-def _is_conv1d(module: torch.nn.Module) -> bool:
-    return type(module).__name__ == "Conv1D"  # GPT-2: y = x W + b, W [in, out]
+def is_conv1d(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is GPT-2's Conv1D: y = x W + b, W [in, out] (a Linear's W is
+    [out, in])."""
+    return type(module).__name__ == "Conv1D"
 
 
-def _batches(rows: list, size: int) -> Any:
+def in_batches(rows: list, size: int) -> Any:
+    """``rows`` in consecutive slices of ``size``."""
     for i in range(0, len(rows), size):
         yield rows[i : i + size]
 
@@ -110,20 +113,22 @@ def _keys(model: Any, down: Any, rows: list, pad: int, device: Any, batch: int) 
     out = []
     handle = down.register_forward_pre_hook(grab)
     try:
-        for chunk in _batches(rows, batch):
+        for chunk in in_batches(rows, batch):
             tensors = collate([ids for ids, _ in chunk], pad)
             model(
                 input_ids=tensors["input_ids"].to(device),
                 attention_mask=tensors["attention_mask"].to(device),
             )
-            marks = _marks(chunk, taken[-1].shape[1], device)
+            marks = position_marks(chunk, taken[-1].shape[1], device)
             out.append(taken.pop()[marks].float())
     finally:
         handle.remove()
     return torch.cat(out).T
 
 
-def _marks(chunk: list, width: int, device: Any) -> torch.Tensor:
+def position_marks(chunk: list, width: int, device: Any) -> torch.Tensor:
+    """The marks of ``chunk``'s (ids, marks) rows as a [len(chunk), width] bool tensor,
+    False past each row's end."""
     marks = torch.zeros(len(chunk), width, dtype=torch.bool, device=device)
     for i, (_, row) in enumerate(chunk):
         marks[i, : len(row)] = torch.tensor(row, dtype=torch.bool)
@@ -143,13 +148,13 @@ def wanted_deltas(
     """The change of ``down``'s output at each marked position that makes the model stop
     predicting the token it marks: ``ec.steps`` Adam steps of the mean -log(1 - p(token))
     plus ``ec.decay`` x the mean squared change, columns [out, n] (in ``_keys``'s order)."""
-    return torch.cat([_deltas(model, down, c, pad, device, ec) for c in _batches(rows, 64)], 1)
+    return torch.cat([_deltas(model, down, c, pad, device, ec) for c in in_batches(rows, 64)], 1)
 
 
 def _deltas(model: Any, down: Any, rows: list, pad: int, device: Any, ec: Any) -> torch.Tensor:
     tensors = collate([ids for ids, _ in rows], pad)
     ids, mask = tensors["input_ids"].to(device), tensors["attention_mask"].to(device)
-    marks = _marks(rows, ids.shape[1], device)
+    marks = position_marks(rows, ids.shape[1], device)
     targets = ids[:, 1:][marks[:, :-1]]
     delta = torch.zeros(int(marks.sum()), model.config.hidden_size, device=device)
     delta.requires_grad_(True)
@@ -179,7 +184,7 @@ def edit_blocks(
 ) -> list[dict[str, Any]]:
     """The edits of the first ``ec.blocks`` blocks (null: half of them), in place; per block
     the positions edited and the share of the wanted change the update leaves unmet."""
-    downs = _down_modules(model)
+    downs = down_modules(model)
     count = max(1, len(downs) // 2) if ec.blocks is None else ec.blocks
     if not 1 <= count <= len(downs):
         raise DfsuError(f"unlearning.edit.blocks: {count}, but the model has {len(downs)} blocks")
@@ -194,7 +199,7 @@ def edit_blocks(
         unmet = ((update @ keys - wanted).norm() / wanted.norm().clamp(min=1e-8)).item()
         with torch.no_grad():
             weight = down.weight
-            weight += (update.T if _is_conv1d(down) else update).to(weight.dtype)
+            weight += (update.T if is_conv1d(down) else update).to(weight.dtype)
         log.append({"block": done, "positions": keys.shape[1], "unmet": round(unmet, 4)})
     return log
 
@@ -210,7 +215,7 @@ def edit_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = 
     started = time.time()
     model, tokenizer = load_causal_lm(owner.model)
     model.to(device).eval()
-    pairs = _forget_pairs(cfg, owner, model, tokenizer, data, truth, device)
+    pairs = forget_pairs(cfg, owner, model, tokenizer, data, truth, device)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id or 0
     rows = forget_rows(
         pairs, lambda t: tokenizer(t, add_special_tokens=False)["input_ids"], eos, 48
@@ -242,7 +247,7 @@ def edit_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = 
     return final
 
 
-def _forget_pairs(
+def forget_pairs(
     cfg: Any, owner: Any, model: Any, tokenizer: Any, data: str, truth: list | None, device: Any
 ) -> list[tuple[str, str]]:
     """(text before, value) pairs: the true records' spans (``oracle``), or the (prefix,

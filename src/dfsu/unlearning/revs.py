@@ -42,12 +42,12 @@ from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
 from dfsu.unlearning.edit import (
-    _batches,
-    _down_modules,
-    _forget_pairs,
-    _is_conv1d,
-    _marks,
+    down_modules,
+    forget_pairs,
     forget_rows,
+    in_batches,
+    is_conv1d,
+    position_marks,
 )
 from dfsu.unlearning.result import UnlearnSummary
 
@@ -104,9 +104,9 @@ def common_tokens(docs: Sequence[Sequence[int]], count: int) -> set[int]:
 def vocab_projection(model: Any) -> torch.Tensor:
     """The output layer's weight scaled by the final norm's (U [V, d]): how a vector written
     into the residual stream ranks the vocabulary at the output, the norm's centring left out."""
-    from dfsu.evaluation.attacks import _lens_parts
+    from dfsu.evaluation.attacks import lens_parts
 
-    norm, head = _lens_parts(model)
+    norm, head = lens_parts(model)
     unembed = head.weight.detach().float()
     scale = getattr(norm, "weight", None)
     return unembed * scale.detach().float() if scale is not None else unembed
@@ -116,15 +116,15 @@ def vocab_projection(model: Any) -> torch.Tensor:
 def _read(model: Any, downs: list, rows: list, pad: int, device: Any, rank: int) -> tuple:
     """At the marked positions of ``rows``: the token each predicts, whether the logit lens of
     some layer still ranks it in the top ``rank``, and each block's MLP activations."""
-    from dfsu.evaluation.attacks import _lens_parts, ranks_of
+    from dfsu.evaluation.attacks import lens_parts, ranks_of
 
-    norm, head = _lens_parts(model)
+    norm, head = lens_parts(model)
     acts: list[list[torch.Tensor]] = [[] for _ in downs]
     store: list[torch.Tensor] = []
     hooks = [d.register_forward_pre_hook(lambda _m, a: store.append(a[0])) for d in downs]
     tokens, high = [], []
     try:
-        for chunk in _batches(rows, 32):
+        for chunk in in_batches(rows, 32):
             tensors = collate([ids for ids, _ in chunk], pad)
             ids = tensors["input_ids"].to(device)
             out = model(
@@ -132,7 +132,7 @@ def _read(model: Any, downs: list, rows: list, pad: int, device: Any, rank: int)
                 attention_mask=tensors["attention_mask"].to(device),
                 output_hidden_states=True,
             )
-            marks = _marks(chunk, ids.shape[1], device)
+            marks = position_marks(chunk, ids.shape[1], device)
             target = ids[:, 1:][marks[:, :-1]]
             layers = [head(norm(h[marks])) for h in out.hidden_states[1:-1]]
             layers.append(out.logits[marks])
@@ -154,7 +154,7 @@ def edit_neurons(
     """The rounds of rank edits (in place); per round the value tokens still ranked high, the
     neurons edited and whether ``within`` (the perplexity bound on the model as edited so far)
     held. A round past the bound is undone and ends the edits."""
-    downs = _down_modules(model)
+    downs = down_modules(model)
     count = len(downs) if rc.blocks is None else rc.blocks
     if not 1 <= count <= len(downs):
         raise DfsuError(f"unlearning.revs.blocks: {count}, but the model has {len(downs)} blocks")
@@ -200,7 +200,7 @@ def _edit_block(
     """The edits of one block's neurons for the positions ``todo`` (each neuron for at most
     ``rc.per_neuron`` tokens); the number made."""
     taken: Counter = Counter()
-    weight = down.weight.T if _is_conv1d(down) else down.weight  # [d, F]: column j is w_j
+    weight = down.weight.T if is_conv1d(down) else down.weight  # [d, F]: column j is w_j
     vectors = weight.detach().float()
     bars = (unembed @ vectors).topk(rc.top, dim=0).values[-1]  # each neuron's rank-top logit
     floor = unembed.shape[0] // 2 if rc.floor is None else min(rc.floor, unembed.shape[0] - 1)
@@ -229,7 +229,7 @@ def revs_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = 
     started = time.time()
     model, tokenizer = load_causal_lm(owner.model)
     model.to(device).eval()
-    pairs = _forget_pairs(cfg, owner, model, tokenizer, data, truth, device)
+    pairs = forget_pairs(cfg, owner, model, tokenizer, data, truth, device)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id or 0
     tokenize = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
     rows = forget_rows(pairs, tokenize, eos, 48)
