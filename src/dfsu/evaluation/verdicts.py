@@ -3,12 +3,14 @@ what unlearning removed that the attack brought back, and whether the forgetting
 
 from __future__ import annotations
 
-# Measured once (docs/history.md, "The annotator's other spans in the alternatives"): on a
-# simulated model of record shapes dfsu never saw (seed 3), forget's summary said 7 % came
-# back after relearn:60 where the true records' E-Hit said 13 % (10.5 -> 18.7 of 75.8).
+# Measured on two simulated models of record shapes dfsu never saw (docs/history.md, "The
+# owner's relearning verdict, read by its share of samples"; unknown shapes, seeds 3 and 5,
+# `dfsu forget` with the loop): relearn:60 brought back 26.4 and 33.8 % of the true records'
+# E-Hit that unlearning removed (75.8 -> 5.7 -> 24.2; 80.3 -> 8.7 -> 32.9) where the summary
+# said 9.5 and 12.4 %.
 RELEARN_CAVEAT = (
-    "these counts see what the search reaches; on a simulated model, fine-tuning brought back "
-    "13 % of the true leak where they said 7 %"
+    "these counts see what the search reaches; on simulated models, fine-tuning brought back "
+    "26-34 % of the true leak where they said 10-12 %"
 )
 HELD_AT_OUTPUT = (
     "held at the output only (the depth measures find the values still inside the model)"
