@@ -202,7 +202,8 @@ def _edit_block(
     taken: Counter = Counter()
     weight = down.weight.T if is_conv1d(down) else down.weight  # [d, F]: column j is w_j
     vectors = weight.detach().float()
-    bars = (unembed @ vectors).topk(rc.top, dim=0).values[-1]  # each neuron's rank-top logit
+    top = min(rc.top, unembed.shape[0])
+    bars = (unembed @ vectors).topk(top, dim=0).values[-1]  # each neuron's rank-top logit
     floor = unembed.shape[0] // 2 if rc.floor is None else min(rc.floor, unembed.shape[0] - 1)
     done: set[tuple[int, int]] = set()
     for i in todo:
