@@ -103,3 +103,34 @@ def test_a_round_past_the_perplexity_bound_is_undone(trained_micro_run):
     assert log[0]["within_bound"] and not all(
         torch.equal(p, given[n]) for n, p in model.named_parameters()
     )
+
+
+def test_revs_edits_gpt2s_and_llamas_mlp_output_neurons_only():
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    from dfsu.config.edits import RevsConfig
+    from dfsu.unlearning.revs import edit_neurons
+
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=16, n_layer=2, n_head=2))
+    llama = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=64,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+        )
+    )
+    rows = [
+        ([1, 5, 9, 13, 17], [False, False, True, True, False]),
+        ([2, 6, 10], [True, True, False]),
+    ]
+    rc = RevsConfig(rank=64, top=32, common=0, rounds=1)
+    for model, down in ((gpt2, "mlp.c_proj.weight"), (llama, "mlp.down_proj.weight")):
+        given = {n: p.clone() for n, p in model.named_parameters()}
+        log = edit_neurons(model.eval(), rows, [], 0, "cpu", rc, lambda m: True)
+        assert log[0]["still_high"] == 4 and log[0]["edited"] > 0
+        changed = [n for n, p in model.named_parameters() if not torch.equal(p, given[n])]
+        assert changed and all(n.endswith(down) for n in changed), changed
