@@ -52,12 +52,14 @@ from dfsu.unlearning.edit import (
 from dfsu.unlearning.result import UnlearnSummary
 
 PASSES = 8
-MARGIN = 1e-3  # how far below the rank-``top`` logit a demoted token's logit goes
+MARGIN = 1e-3  # how far below the rank-``floor`` logit a demoted token's logit goes
 
 
-def demoted(vector: torch.Tensor, unembed: torch.Tensor, pinv: torch.Tensor, token: int, top: int):
+def demoted(
+    vector: torch.Tensor, unembed: torch.Tensor, pinv: torch.Tensor, token: int, floor: int
+) -> torch.Tensor:
     """``vector`` ([d]: a neuron's output) moved so that, read through ``unembed`` ([V, d]),
-    ``token`` ranks no better than ``top`` (0: first), along the direction that lowers its
+    ``token`` ranks no better than ``floor`` (0: first), along the direction that lowers its
     logit by one per unit with the least change to the others' (``pinv`` = (U^T U)^-1);
     unchanged when it already does (pure). Up to ``PASSES`` passes: the others' logits move a
     little too."""
@@ -68,7 +70,7 @@ def demoted(vector: torch.Tensor, unembed: torch.Tensor, pinv: torch.Tensor, tok
         logits = unembed @ out
         others = logits.clone()
         others[token] = -torch.inf
-        bar = others.topk(top).values[-1]
+        bar = others.topk(floor).values[-1]
         if logits[token] < bar:
             break
         out = out - (logits[token] - bar + MARGIN * bar.abs().clamp(min=1.0)) * g
@@ -279,6 +281,7 @@ def revs_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = 
 
 
 def _stop_reason(log: list[dict[str, Any]], rounds: int) -> str:
+    """Why the rounds ended, in words (summary.json's ``stop_reason``)."""
     last = log[-1]
     if last.get("within_bound") is False:
         return f"round {last['round']} of rank edits passed the perplexity bound (undone)"
