@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -259,3 +260,15 @@ def chromium_layout(page, tmp, selector, width=1400, height=900) -> dict:
     found = re.search(r'data-measure="([^"]*)"', proc.stdout)
     assert found, proc.stderr[-1000:]
     return json.loads(html.unescape(found[1]))
+
+
+def changed_parameters(given: Path, edited: Path) -> list[str]:
+    """The names of the parameters that differ between two saved models of one architecture."""
+    import torch
+
+    from dfsu.components.models import load_causal_lm
+
+    a, _ = load_causal_lm(given)
+    b, _ = load_causal_lm(edited)
+    pairs = zip(a.named_parameters(), b.named_parameters(), strict=True)
+    return [n for (n, x), (_, y) in pairs if not torch.equal(x, y)]

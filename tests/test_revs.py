@@ -5,7 +5,7 @@ import shutil
 from collections import Counter
 
 import torch
-from conftest import FAST_UNLEARNING
+from conftest import FAST_UNLEARNING, changed_parameters
 
 from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
@@ -62,13 +62,7 @@ def test_a_revs_row_edits_only_down_projections(trained_micro_run, tmp_path):
     assert summary["method"] == "revs" and not (out / "adapter").exists()
     rounds = summary["edits"]["rounds"]
     assert rounds[0]["still_high"] > 0 and rounds[0]["edited"] > 0
-    given, _ = load_causal_lm(run / "target")
-    edited, _ = load_causal_lm(out / "merged")
-    changed = [
-        n
-        for (n, a), (_, b) in zip(given.named_parameters(), edited.named_parameters(), strict=True)
-        if not torch.equal(a, b)
-    ]
+    changed = changed_parameters(run / "target", out / "merged")
     assert changed and all("dense_4h_to_h.weight" in n for n in changed), changed
     assert file_hash(run / "target" / "model.safetensors") == before
 

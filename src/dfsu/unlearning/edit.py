@@ -211,17 +211,9 @@ def edit_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = 
     from dfsu.evaluation.utility import default_window, perplexity
     from dfsu.ui import info
 
-    ec, device = cfg.unlearning.edit, pick_device(cfg.target.device)
-    started = time.time()
-    model, tokenizer = load_causal_lm(owner.model)
-    model.to(device).eval()
-    pairs = forget_pairs(cfg, owner, model, tokenizer, data, truth, device)
+    ec, started = cfg.unlearning.edit, time.time()
+    model, tokenizer, device, pairs, rows = edit_inputs(cfg, owner, data, truth, "edit")
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id or 0
-    rows = forget_rows(
-        pairs, lambda t: tokenizer(t, add_special_tokens=False)["input_ids"], eos, 48
-    )
-    if not rows:
-        raise DfsuError("edit: no value to edit away (the leak estimate confirmed none)")
     window = min(default_window(model), 128)
     texts = owner.public_texts()[: ec.public]
     public = [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]][:window] for t in texts]
@@ -230,20 +222,42 @@ def edit_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = 
     log = edit_blocks(model, rows, public, pad, device, ec)
     after = perplexity(model, tokenizer, checks, default_window(model), device=device)
     info(f"edit {name}: {len(pairs)} values, perplexity {before:.3f} -> {after:.3f}")
-    final = owner.paths.unlearned(name)
+    edits = {"values": len(pairs), "rows": len(rows), "public_texts": len(public), "blocks": log}
+    return saved_edit(
+        owner.paths.unlearned(name),
+        model,
+        tokenizer,
+        log,
+        lambda: _summary(cfg, name, data, (before, after), len(checks), edits, started),
+    )
+
+
+def edit_inputs(cfg: Any, owner: Any, data: str, truth: list | None, kind: str) -> tuple:
+    """What an edit of the owner's weights starts from: the owner's model (on the target's
+    device, in eval mode), its tokenizer, the device, the (text before, value) pairs to edit
+    away (``forget_pairs``) and their rows (``forget_rows``); a one-line error naming ``kind``
+    when there is none."""
+    device = pick_device(cfg.target.device)
+    model, tokenizer = load_causal_lm(owner.model)
+    model.to(device).eval()
+    pairs = forget_pairs(cfg, owner, model, tokenizer, data, truth, device)
+    tokenize = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+    rows = forget_rows(pairs, tokenize, tokenizer.eos_token_id, 48)
+    if not rows:
+        raise DfsuError(f"{kind}: no value to edit away (the leak estimate confirmed none)")
+    return model, tokenizer, device, pairs, rows
+
+
+def saved_edit(final: Path, model: Any, tokenizer: Any, log: list, summary: Any) -> Path:
+    """The edited model saved as every unlearned one (ROOT/unlearned/<name>/merged, its
+    tokenizer right-padded) with train_log.jsonl and summary.json (``summary()``: made once
+    the model is saved), all at once (``staged_dir``); ``final``."""
     with staged_dir(final) as out:
         model.to("cpu").save_pretrained(out / "merged")
-        tokenizer.padding_side = "right"  # as every unlearned model's is saved
+        tokenizer.padding_side = "right"
         tokenizer.save_pretrained(out / "merged")
-        edits = {
-            "values": len(pairs),
-            "rows": len(rows),
-            "public_texts": len(public),
-            "blocks": log,
-        }
-        summary = _summary(cfg, name, data, (before, after), len(checks), edits, started)
         atomic_write_jsonl(out / "train_log.jsonl", log)
-        atomic_write_json(out / "summary.json", summary.to_json())
+        atomic_write_json(out / "summary.json", summary().to_json())
     return final
 
 

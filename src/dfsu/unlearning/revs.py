@@ -38,16 +38,14 @@ from typing import Any
 import torch
 
 from dfsu.components.batches import collate
-from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.errors import DfsuError
-from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
 from dfsu.unlearning.edit import (
     down_modules,
-    forget_pairs,
-    forget_rows,
+    edit_inputs,
     in_batches,
     is_conv1d,
     position_marks,
+    saved_edit,
 )
 from dfsu.unlearning.result import UnlearnSummary
 
@@ -228,17 +226,10 @@ def revs_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = 
     from dfsu.evaluation.utility import default_window, perplexity
     from dfsu.ui import info
 
-    rc, device = cfg.unlearning.revs, pick_device(cfg.target.device)
-    started = time.time()
-    model, tokenizer = load_causal_lm(owner.model)
-    model.to(device).eval()
-    pairs = forget_pairs(cfg, owner, model, tokenizer, data, truth, device)
-    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id or 0
-    tokenize = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
-    rows = forget_rows(pairs, tokenize, eos, 48)
-    if not rows:
-        raise DfsuError("revs: no value to edit away (the leak estimate confirmed none)")
-    public = [tokenize(t) for t in owner.public_texts()]
+    rc, started = cfg.unlearning.revs, time.time()
+    model, tokenizer, device, pairs, rows = edit_inputs(cfg, owner, data, truth, "revs")
+    pad = tokenizer.pad_token_id or 0
+    public = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in owner.public_texts()]
     checks = owner.check_texts()[: cfg.unlearning.eval_docs]
     window = default_window(model)
     before = perplexity(model, tokenizer, checks, window, device=device)
@@ -254,13 +245,13 @@ def revs_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = 
     )
     after = perplexity(model, tokenizer, checks, window, device=device)
     info(f"revs {name}: {len(pairs)} values, perplexity {before:.3f} -> {after:.3f}")
-    final = owner.paths.unlearned(name)
-    with staged_dir(final) as out:
-        model.to("cpu").save_pretrained(out / "merged")
-        tokenizer.padding_side = "right"  # as every unlearned model's is saved
-        tokenizer.save_pretrained(out / "merged")
-        edits = {"values": len(pairs), "rows": len(rows), "rounds": log}
-        summary = UnlearnSummary.without_adapter(
+    edits = {"values": len(pairs), "rows": len(rows), "rounds": log}
+    return saved_edit(
+        owner.paths.unlearned(name),
+        model,
+        tokenizer,
+        log,
+        lambda: UnlearnSummary.without_adapter(
             cfg,
             (before, after),
             len(checks),
@@ -274,10 +265,8 @@ def revs_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = 
             seconds=round(time.time() - started, 1),
             rule="none: the rank edits (nothing selects)",
             edits=edits,
-        )
-        atomic_write_jsonl(out / "train_log.jsonl", log)
-        atomic_write_json(out / "summary.json", summary.to_json())
-    return final
+        ),
+    )
 
 
 def _stop_reason(log: list[dict[str, Any]], rounds: int) -> str:
