@@ -61,18 +61,12 @@ PSEUDO, LOOP = Recipe("pscu", "pseudo", "self"), Recipe("pscu", "loop", "self")
         (ANNOTATE, "self", None, ["K-synthesize:self", "K-tagger", None]),
         (UNLEARN, "dfsu", PSEUDO, ["K-annotate:self", "K-seal", "pscu", "pseudo", "K-tagger"]),
         (UNLEARN, "dfsu-loop", LOOP, ["K-target", "K-seal", "pscu", "loop", "K-tagger"]),
-        # the undo rows build on their teacher's unlearning (a change there redoes the copy)
+        # the undo rows taught by the owner's model (the default) build on no unlearning
         (
             UNLEARN,
             "undo",
             Recipe("undo", "loop", "self"),
-            ["K-target", "K-seal", "undo", "loop", "K-tagger", "K-unlearn:dfsu-loop"],
-        ),
-        (
-            UNLEARN,
-            "undo-oracle",
-            Recipe("undo", "oracle", "self"),
-            ["K-target", "K-seal", "undo", "oracle", "K-tagger", "K-unlearn:oracle"],
+            ["K-target", "K-seal", "undo", "loop", "K-tagger"],
         ),
         (EVALUATE, "original", None, ["K-target", EVAL_FORMAT, "K-tagger", "K-seal"]),
         (EVALUATE, "retrain", None, ["K-retrain", EVAL_FORMAT, "K-tagger", "K-seal"]),
@@ -84,6 +78,17 @@ def test_the_upstream_lists_are_those_of_the_run_directories_on_disk(stage, arg,
     # table existed; a change here makes every existing run directory recompute.
     cfg = load_config("tiny", MICRO)
     assert upstream_of(cfg, stage, arg, KEYS, recipe) == expected
+
+
+def test_an_undo_row_taught_by_an_unlearning_builds_on_it():
+    # unlearning.undo.teacher unlearned: the keys of the run directories made before the
+    # owner's model taught (a change in the teacher redoes the copy)
+    cfg = load_config("tiny", [*MICRO, "unlearning.undo.teacher=unlearned"])
+    loop, oracle = Recipe("undo", "loop", "self"), Recipe("undo", "oracle", "self")
+    expected = ["K-target", "K-seal", "undo", "loop", "K-tagger", "K-unlearn:dfsu-loop"]
+    assert upstream_of(cfg, UNLEARN, "undo", KEYS, loop) == expected
+    expected = ["K-target", "K-seal", "undo", "oracle", "K-tagger", "K-unlearn:oracle"]
+    assert upstream_of(cfg, UNLEARN, "undo-oracle", KEYS, oracle) == expected
 
 
 def test_the_upstream_lists_without_a_tagger_and_with_the_owners_attacks():

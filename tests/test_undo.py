@@ -170,7 +170,12 @@ RECITED_RUNS = [
 ]
 
 
-@pytest.mark.parametrize("samples", [["unlearning.undo.memorized=0"], RECITED_RUNS])
+# the LoRA unlearning as the teacher with whole own samples; the owner's model (the default)
+# with their recited runs
+@pytest.mark.parametrize(
+    "samples",
+    [["unlearning.undo.memorized=0", "unlearning.undo.teacher=unlearned"], RECITED_RUNS],
+)
 def test_undo_writes_a_new_model_distilled_without_the_true_values(
     trained_micro_run, tmp_path, capsys, samples
 ):
@@ -185,15 +190,22 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
     scrubbing = ["unlearning.undo.scrub_chars=4"]
     overrides = [*UNDO_FAST, *FAST_UNLEARNING, *samples, *scrubbing]
     cfg = load_config(str(run / "config.yaml"), overrides)
+    by_owner = cfg.unlearning.undo.teacher == "owner"
     with pytest.raises(DfsuError, match="takes --data loop or oracle"):
         unlearn(cfg, run, "undo", "pseudo")
-    with pytest.raises(DfsuError, match="no unlearned model to distil from"):
-        unlearn(cfg, run, "undo", "oracle")  # its teacher, the oracle, has not run
-    teacher = unlearn(cfg, run, "pscu", "oracle", name="oracle")
-    seen, loaded = {}, []
+    teacher = None
+    if not by_owner:
+        with pytest.raises(DfsuError, match="no unlearned model to distil from"):
+            unlearn(cfg, run, "undo", "oracle")  # its teacher, the oracle, has not run
+        teacher = unlearn(cfg, run, "pscu", "oracle", name="oracle")
+    seen, loaded, taught = {}, [], []
     import dfsu.unlearning.undo as undo
 
-    real, real_load = undo.distillation_texts, undo.load_causal_lm
+    real, real_load, real_distil = undo.distillation_texts, undo.load_causal_lm, undo._distil
+
+    def distil(student, by, *args, **kwargs):
+        taught.append({k: v.detach().clone() for k, v in by.state_dict().items()})
+        return real_distil(student, by, *args, **kwargs)
 
     def spy(*args, **kwargs):
         seen["texts"] = real(*args, **kwargs)
@@ -226,6 +238,7 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
         mp.setattr(undo, "scrub_tokenizer", scrub)
         mp.setattr(undo, "distillation_texts", spy)
         mp.setattr(undo, "load_causal_lm", load)
+        mp.setattr(undo, "_distil", distil)
         mp.setattr(losses, "teacher_kl", kl)
         mp.setattr(losses, "marked_ce", ce)
         out = unlearn(cfg, run, "undo", "oracle")
@@ -238,10 +251,13 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
     else:
         assert hards == [0.0, 0.0, 0.5] * 4 and marked == []
     assert out.name == "undo-oracle"
-    # the teacher is the oracle's unlearned model, not the owner's; the owner's is read for
-    # the recitations and as the student's starting weights
+    # the teacher is the oracle's unlearned model or the owner's (by default); the owner's is
+    # read for the recitations and as the student's starting weights
     given = RunPaths(run).sealed_model.resolve()
-    assert loaded.count((teacher / "merged").resolve()) == 1 and loaded.count(given) == 2
+    assert loaded.count(given) == 2 and len(loaded) == 2 + (not by_owner)
+    expected, _ = load_causal_lm(given if by_owner else teacher / "merged")
+    [weights] = taught
+    assert all(torch.equal(w, weights[k]) for k, w in expected.state_dict().items())
     assert sorted(p.name for p in out.iterdir()) == ["merged", "summary.json", "train_log.jsonl"]
     public, recited, own, found, counts = seen["texts"]
     values = [s.value.casefold() for r in read_records(run) for s in r.spans]
@@ -265,7 +281,7 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
     ]
     assert min(moved) > 0  # every weight is the copy's own, none the owner's as it was
     assert summary["method"] == "undo" and summary["data"] == "oracle"
-    assert summary["distillation"]["teacher"] == "oracle"
+    assert summary["distillation"]["teacher"] == ("owner" if by_owner else "oracle")
     assert summary["kept_step"] == 4 and summary["checks"][-1]["ppl"] > 0
     # by hand: the stage command says what it did in one line (a copy has no PII-token checks)
     from dfsu.cli import main
@@ -295,16 +311,19 @@ def test_forget_by_undo_hands_back_a_new_model_and_no_adapter(trained_micro_run,
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "undo" and summary["outputs"] == {"merged": "merged"}
     unlearned = json.loads((out / "unlearned" / "undo" / "summary.json").read_text())
-    assert unlearned["distillation"]["teacher"] == "dfsu-loop" and unlearned["lora_modules"] == []
-    assert (out / "unlearned" / "dfsu-loop" / "merged" / "model.safetensors").is_file()
+    assert unlearned["distillation"]["teacher"] == "owner" and unlearned["lora_modules"] == []
+    assert not (out / "unlearned" / "dfsu-loop").exists()  # the owner's model teaches: no loop
 
 
 def test_an_undo_row_has_its_teacher_unlearned_before_it_asked_for_or_not():
     """Breaks: the teacher left out when not asked for (the copy has nothing to distil
-    from), put after the undo row, or unlearned twice."""
+    from), put after the undo row, or unlearned twice; or an unlearning run when the owner's
+    model teaches."""
     from dfsu.simulation.pipeline import _with_teachers
 
-    cfg = load_config("tiny")
+    rows = ["original", "undo-oracle", "undo", "retrain"]
+    assert _with_teachers(load_config("tiny"), rows) == rows  # undo.teacher owner
+    cfg = load_config("tiny", ["unlearning.undo.teacher=unlearned"])
     rows = ["original", "undo-oracle", "undo", "retrain"]
     assert _with_teachers(cfg, rows) == [
         "original",

@@ -43,7 +43,7 @@ from dfsu.rundir import (
     save_config,
     staged_dir,
 )
-from dfsu.stage_table import UNDO_TEACHER, Recipe
+from dfsu.stage_table import Recipe, undo_teacher
 from dfsu.stages.seal import seal_public
 
 
@@ -138,10 +138,11 @@ def forget(
     stage.keys["tagger"] = tagger_stage(cfg, out, stage, True)
     if recipe.data == "pseudo":
         pseudo_stages(owner, stage, {recipe.source})
-    if recipe.method == "undo":  # the copy distils from the loop's unlearning
+    taught_by = undo_teacher(cfg, recipe.data) if recipe.method == "undo" else None
+    if taught_by:  # the copy distils from the loop's unlearning (undo.teacher: unlearned)
         loop = FORGET_METHODS["loop"]
         teacher = Recipe(loop.method, loop.data, cfg.synthesis.source)
-        unlearn_stage(owner, stage, UNDO_TEACHER[recipe.data], teacher)
+        unlearn_stage(owner, stage, taught_by, teacher)
     merged = unlearn_stage(owner, stage, name, recipe)
     unlearned = paths.unlearned(name)
     measured: dict[str, Any] = {}

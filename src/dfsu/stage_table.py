@@ -24,9 +24,17 @@ EVAL_FORMAT = 7
 
 # The evaluated models that are no unlearning: each one's stage (and directory).
 TRAINED = {"original": "target", "retrain": "retrain"}
-# The undo rows distil from the LoRA unlearning of the same data (its merged model): the
-# name of that unlearning's stage argument, by data. Its key enters the undo row's.
+# With ``unlearning.undo.teacher: unlearned`` the undo rows distil from the LoRA unlearning
+# of the same data (its merged model): the name of that unlearning's stage argument, by data.
+# Its key enters the undo row's. With ``owner`` (the default) they distil from the owner's
+# model and build on no unlearning.
 UNDO_TEACHER = {"loop": "dfsu-loop", "oracle": "oracle"}
+
+
+def undo_teacher(cfg: Any, data: str) -> str | None:
+    """The unlearning stage an undo row of ``data`` distils from (``UNDO_TEACHER``), or None
+    when it distils from the owner's model (``unlearning.undo.teacher: owner``)."""
+    return UNDO_TEACHER[data] if cfg.unlearning.undo.teacher == "unlearned" else None
 
 
 class Recipe(NamedTuple):
@@ -109,8 +117,9 @@ def _unlearn(u: Upstream) -> list[Any]:
     method, data, source = u.recipe
     upstream = u.keys.get(f"annotate:{source}") if data == "pseudo" else u.keys.get("target")
     keys = [upstream, u.keys.get("seal"), method, data, u.keys.get("tagger", "")]
-    if method == "undo":  # the teacher: the LoRA unlearning of the same data
-        keys.append(u.keys.get(f"unlearn:{UNDO_TEACHER[data]}"))
+    teacher = undo_teacher(u.cfg, data) if method == "undo" else None
+    if teacher:  # the teacher: the LoRA unlearning of the same data
+        keys.append(u.keys.get(f"unlearn:{teacher}"))
     return keys
 
 

@@ -1,5 +1,5 @@
-"""The config group ``unlearning.undo``: the undo rows (a copy distilled from the LoRA
-unlearning, ``unlearning.undo``) and the scrub of its tokenizer."""
+"""The config group ``unlearning.undo``: the undo rows (a new model distilled from the owner's
+or from its LoRA unlearning, ``unlearning/undo.py``) and the scrub of its tokenizer."""
 
 from __future__ import annotations
 
@@ -8,12 +8,23 @@ from dataclasses import dataclass
 
 from dfsu.config.fields import MAX_NEW_TOKENS, _check, _check_ranges, _f
 
+UNDO_TEACHERS = ("owner", "unlearned")
+
 
 @dataclass
 class UndoConfig:
-    """``unlearning.undo``: the undo rows (a copy distilled from the LoRA unlearning of the same
-    data, ``stage_table.UNDO_TEACHER``)."""
+    """``unlearning.undo``: the undo rows (a copy distilled from the owner's model or from the
+    LoRA unlearning of the same data, ``stage_table.undo_teacher``)."""
 
+    teacher: str = _f(
+        "owner",
+        "what the copy is taught to match: owner (the owner's model itself; the copy learns "
+        "no value from it, as it is taught only text that holds none and the scrub takes the "
+        "values' tokens, docs/results.md) or unlearned (the LoRA unlearning of the same data "
+        "first, dfsu-loop or the oracle, as the UNDO paper; its rounds cost time and public "
+        "records)",
+        neutral="unlearned",
+    )
     # neutral 1.0: only the undo rows read it, and their keys moved with their teacher
     alpha: float = _f(
         1.0,
@@ -109,6 +120,11 @@ class UndoConfig:
         _check_ranges(self, "unlearning.undo.")
         _check(
             math.isfinite(self.lr) and self.lr > 0, "unlearning.undo.lr", "must be finite and > 0"
+        )
+        _check(
+            self.teacher in UNDO_TEACHERS,
+            "unlearning.undo.teacher",
+            f"must be one of {', '.join(UNDO_TEACHERS)}",
         )
         _check(
             math.isfinite(self.temperature) and 0 < self.temperature <= 1,

@@ -44,7 +44,7 @@ from dfsu.simulation.rows import (
     row_recipe,
 )
 from dfsu.stage_runner import Profile, Stages
-from dfsu.stage_table import CORPUS, EVALUATE, READS, RETRAIN, SEAL, TARGET, UNDO_TEACHER
+from dfsu.stage_table import CORPUS, EVALUATE, READS, RETRAIN, SEAL, TARGET, undo_teacher
 
 # The public names, this module's and those re-exported for the commands and the tests, which
 # import them from here (Profile, Stages... live in stage_runner, READS in stage_table).
@@ -162,8 +162,8 @@ def unlearn_stages(
 ) -> dict[str, Path | None]:
     """One adapter per unlearned row of the owner's model (the owner's ``unlearn_stage`` of
     the row's recipe); ``dfsu-<configured source>`` shares the dfsu row's. Returns each row's
-    model directory (None: the dfsu row's). An undo row's teacher (``UNDO_TEACHER``) is
-    unlearned before it, asked for or not."""
+    model directory (None: the dfsu row's). An undo row's teacher, when it is an unlearning
+    (``undo_teacher``), is unlearned before it, asked for or not."""
     from dfsu.pii.run_records import read_records
 
     run = owner.root
@@ -184,14 +184,14 @@ def unlearn_stages(
 
 
 def _with_teachers(cfg: RunConfig, rows: list[str]) -> list[str]:
-    """``rows`` with each undo row's teacher placed before it when it is not already."""
+    """``rows`` with each undo row's teacher (an unlearning, ``undo_teacher``) placed before it
+    when it is not already."""
     ordered: list[str] = []
     for row in rows:
         recipe = None if row in TRAINED else row_recipe(cfg, row)
-        if recipe is not None and recipe.method == "undo":
-            teacher = UNDO_TEACHER[recipe.data]
-            if teacher not in ordered:
-                ordered.append(teacher)
+        teacher = undo_teacher(cfg, recipe.data) if recipe and recipe.method == "undo" else None
+        if teacher and teacher not in ordered:
+            ordered.append(teacher)
         if row not in ordered:
             ordered.append(row)
     return ordered

@@ -5,17 +5,22 @@ The LoRA rows hide the values: their adapters learn to stop the model emitting t
 weights still hold them (the logit lens, membership and relearning bring them back,
 docs/results.md). Here the model handed back is another one: the owner's weights moved
 ``unlearning.undo.alpha`` of the way toward a fresh initialisation (``shrink``; 1: a new model),
-then trained to match the next-token distribution (``losses.teacher_kl``) of the LoRA
-unlearning of the same data (``stage_table.UNDO_TEACHER``: dfsu-loop, or the oracle for the
-oracle twin), which no longer emits the values, its logits divided by
-``unlearning.undo.temperature`` (below 1 its spread over unlikely tokens, which carries what
-its weights still hold, is cut, at a cost in perplexity on the owner's documents; 1 by
-default), on text that holds none of them: the owner's public text and,
-with ``unlearning.undo.recitations``, the model's own PII-free recitations
-(``distillation_texts``; off by default: they taught back membership). The copy learns
-what the unlearned model does, not what its weights still hold behind the adapter; distilled
-from the owner's model itself, the teacher's spread over unlikely tokens passed the values on
-(membership 96-98, docs/history.md, "Choosing the undo recipe").
+then trained to match a teacher's next-token distribution (``losses.teacher_kl``) on text that
+holds none of the values: the owner's public text and, with ``unlearning.undo.recitations``,
+the model's own PII-free recitations (``distillation_texts``; off by default: they taught back
+membership). The teacher (``unlearning.undo.teacher``):
+- ``owner`` (the default): the owner's model itself. What it holds of the values reaches the
+  copy only through its spread over unlikely tokens on that text; the scrub
+  (``unlearning.undo.scrub_chars``) takes the values' tokens out of what the copy may write, and
+  what is left of that spread taught no more membership than the loop's teacher, while the
+  copy keeps more of what the owner's model recites (docs/results.md, "The owner's model as
+  the copy's teacher"). No LoRA unlearning runs first.
+- ``unlearned``: the LoRA unlearning of the same data (``stage_table.UNDO_TEACHER``:
+  dfsu-loop, or the oracle for the oracle twin), which no longer emits the values, as the UNDO
+  paper distils; before the scrub, the owner's model as teacher passed the values on
+  (membership 96-98, docs/history.md, "Choosing the undo recipe").
+Either's logits are divided by ``unlearning.undo.temperature`` (below 1 its spread over
+unlikely tokens is cut, at a cost in perplexity on the owner's documents; 1 by default).
 
 The public text does not hold what the model should go on reciting (the public records), so
 the copy also learns the owner's model's own unprompted samples (``unlearning.undo.samples``)
@@ -29,12 +34,12 @@ Recitations and samples, when on:
 - ``oracle``: one is kept when it holds none of the true records' values (the
   evaluator's knowledge; tells the mechanism apart from the discovery).
 
-What it costs: the teacher's LoRA unlearning, the samples (on tiny, 4,096 of 64 tokens: about
-26 s on 2 cores), then ``unlearning.undo.steps`` optimizer steps of the whole model against
-the teacher's targets, computed once on the public blocks when they fit in memory
-(``teacher_targets``; 900 steps: about 130 s; at 600 the NLI task was learnt on some draws
-and not others, and half as many at twice the learning rate cost NLI held out,
-docs/history.md); at a scale where the owner's public
+What it costs: with ``undo.teacher: unlearned`` the teacher's LoRA unlearning; the samples
+(on tiny, 4,096 of 64 tokens: about 26 s on 2 cores), then ``unlearning.undo.steps``
+optimizer steps of the whole model against the teacher's targets, computed once on the
+public blocks when they fit in memory (``teacher_targets``; 900 steps: about 130 s; at 600
+the NLI task was learnt on some draws and not others, and half as many at twice the learning
+rate cost NLI held out, docs/history.md); at a scale where the owner's public
 text is a small share of what the model was trained on, the student learns less back than it
 lost (a 100M target on a GPU: NLI 100 -> 45 at +2.3 % perplexity, docs/results.md).
 
@@ -55,7 +60,7 @@ from dfsu.components.batches import collate, pack_documents
 from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
-from dfsu.stage_table import UNDO_TEACHER
+from dfsu.stage_table import undo_teacher
 from dfsu.unlearning.result import UnlearnSummary
 from dfsu.unlearning.vocab import scrub_candidates, scrub_tokenizer, tokenizer_merges
 
@@ -206,8 +211,8 @@ def _confirmed(cfg: Any, owner: Any, model: Any, tokenizer: Any, device: Any) ->
 
 
 def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None = None) -> Path:
-    """Stage body of an ``undo`` row: the shrunk copy distilled from the LoRA unlearning of
-    the same data (``UNDO_TEACHER``, which must have run), saved to
+    """Stage body of an ``undo`` row: the shrunk copy distilled from the owner's model or the
+    LoRA unlearning of the same data (``undo_teacher``, which must have run), saved to
     ROOT/unlearned/<name>/merged with summary.json and train_log.jsonl."""
     from transformers import AutoModelForCausalLM
 
@@ -216,11 +221,12 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
 
     uu, device = cfg.unlearning.undo, pick_device(cfg.target.device)
     started = time.time()
-    taught_by = owner.paths.merged(UNDO_TEACHER[data])
-    if not (taught_by / "model.safetensors").is_file():
+    unlearning = undo_teacher(cfg, data)  # None: the owner's model teaches
+    taught_by = owner.paths.merged(unlearning) if unlearning else None
+    if taught_by and not (taught_by / "model.safetensors").is_file():
         raise DfsuError(
-            f"undo: no unlearned model to distil from at {taught_by} (the "
-            f"{UNDO_TEACHER[data]} unlearning, which runs before the undo row)"
+            f"undo: no unlearned model to distil from at {taught_by} (the {unlearning} "
+            "unlearning, which runs before the undo row with unlearning.undo.teacher unlearned)"
         )
     given, tokenizer = load_causal_lm(owner.model)
     given.to(device).eval().requires_grad_(False)
@@ -236,12 +242,15 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         for group in (recited, own)
     )
     owner_p = token_probabilities(given, samples, pad, device) if uu.memorized else []
-    del given  # read no further: the teacher and the student alone stay in memory
-    teacher, _ = load_causal_lm(taught_by)
-    teacher.to(device).eval().requires_grad_(False)
+    teacher = given  # undo.teacher owner: the owner's model itself
+    if taught_by:  # the owner's read no further: the teacher and the student alone in memory
+        del given, teacher
+        teacher, _ = load_causal_lm(taught_by)
+        teacher.to(device).eval().requires_grad_(False)
     marks = None
     if uu.memorized and samples:
-        samples, marks = _recited_runs(uu, samples, owner_p, teacher, pad, device)
+        by = teacher if taught_by else None  # the owner's: its probabilities, read above
+        samples, marks = _recited_runs(uu, samples, owner_p, by, pad, device)
         counts |= {"samples_reciting": len(samples), "tokens_taught": sum(map(sum, marks))}
     torch.manual_seed(cfg.seed)
     fresh = AutoModelForCausalLM.from_config(teacher.config)
@@ -357,10 +366,11 @@ def _recited_runs(
     device: Any,
 ) -> tuple[list[list[int]], list[list[bool]]]:
     """The own samples that hold a run the owner's model recites and the teacher still does
-    (``memorized_runs`` under ``unlearning.undo.memorized*``), each with its marks."""
+    (``memorized_runs`` under ``unlearning.undo.memorized*``), each with its marks; a
+    ``teacher`` of None is the owner's model (``owner_p`` read for both)."""
     from dfsu.ui import info
 
-    teacher_p = token_probabilities(teacher, samples, pad, device)
+    teacher_p = owner_p if teacher is None else token_probabilities(teacher, samples, pad, device)
     kept: tuple[list[list[int]], list[list[bool]]] = ([], [])
     for row, mine, theirs in zip(samples, owner_p, teacher_p, strict=True):
         marks = memorized_runs(
@@ -475,5 +485,5 @@ def _summary(
         recited_retain_texts=counts["kept"],
         seconds=round(seconds, 1),
         rule="none: the copy after its distillation steps (nothing selects)",
-        distillation={"alpha": uu.alpha, "teacher": UNDO_TEACHER[data], **counts},
+        distillation={"alpha": uu.alpha, "teacher": undo_teacher(cfg, data) or "owner", **counts},
     )
