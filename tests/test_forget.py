@@ -412,7 +412,9 @@ def test_the_own_samples_rise_is_the_median_per_sample_ratio_and_graded_on_the_b
     assert "--method loop" not in headline(past)  # the loop's adapter: nothing to fall back to
     # hidden, not removed: the loop's owner is pointed at the copy; the copy's owner is not
     held = past | {"depth": {"held_inside": True}}
-    assert "hidden, not removed (--method undo removes them" in headline(held | {"method": "loop"})
+    assert "hidden, not removed (--method undo, the default, removes them" in headline(
+        held | {"method": "loop"}
+    )
     assert "--method undo" not in headline(held | {"method": "undo"})
     assert "--method undo" not in headline(
         past | {"method": "loop", "depth": {"held_inside": False}}

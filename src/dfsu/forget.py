@@ -4,9 +4,10 @@ it leaks unlearned out; nothing else is read but public text.
 The stages are those the simulation's data-free rows run (``owner_stages``, through
 ``stage_runner.Stages``: resumable, keyed by the stage table), around the owner's model
 directory instead of a sealed copy: the owner's public text and swap pool (OUT/sealed), the
-tagger, then the method (default: the closed loop on what the leak estimate extracts; or the
-loop, then a new model distilled from the loop's, ``undo``; or the paper's inversion, or
-another pseudo source), and the leak estimate and perplexity of the
+tagger, then the method (default: a new model distilled from the owner's on its public text
+and on what it recites without the values the leak estimate finds, ``undo``; or the closed
+loop of LoRA unlearning on what the leak estimate extracts, ``loop``; or the paper's inversion,
+or another pseudo source), and the leak estimate and perplexity of the
 model before and after, on the estimate's report draw and on held-out public documents that
 neither trained nor selected anything. Nothing here imports the simulation.
 
@@ -59,8 +60,8 @@ class ForgetMethod:
 
 
 FORGET_METHODS = {
-    "loop": ForgetMethod("dfsu-loop", "pscu", "loop"),
     "undo": ForgetMethod("undo", "undo", "loop"),
+    "loop": ForgetMethod("dfsu-loop", "pscu", "loop"),
     **{s: ForgetMethod("dfsu", "pscu", "pseudo", s) for s in SOURCES},
 }
 
@@ -101,7 +102,7 @@ def forget(
     cfg: RunConfig,
     model: str | Path,
     out: str | Path,
-    method: str = "loop",
+    method: str = "undo",
     force: list[str] | None = None,
     show_pii: bool = False,
 ) -> dict[str, Any]:

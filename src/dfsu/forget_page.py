@@ -191,7 +191,7 @@ def headline(summary: dict[str, Any]) -> str:
     if depth and depth["held_inside"]:
         words += ", but the depth probes still find them inside it: hidden, not removed"
         if summary.get("method") == "loop":  # the owner's way to removal, and its price
-            words += " (--method undo removes them: a new model, in about twice the time)"
+            words += " (--method undo, the default, removes them: a new model)"
     elif depth:
         words += ", and the depth probes no longer find them inside it"
     ppl = summary["perplexity"]

@@ -18,8 +18,8 @@ def add_forget_parser(sub: Any) -> None:
         "forget",
         help="the model owner's command: unlearn the PII a local model leaks, with no data",
         description="Unlearn the PII a local causal LM leaks, reading nothing but the model "
-        "and public text: OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT; not with "
-        "--method undo, which hands back a new model), OUT/summary.json, OUT/report.html. "
+        "and public text: OUT/merged (safetensors + tokenizer; with --method undo, the default, "
+        "a new model), OUT/adapter (PEFT; the LoRA methods), OUT/summary.json, OUT/report.html. "
         "Resumable: the same command goes on where it stopped.",
     )
     fg.add_argument("--model", required=True, help="local Hugging Face causal LM directory")
@@ -36,13 +36,16 @@ def add_forget_parser(sub: Any) -> None:
     )
     fg.add_argument(
         "--method",
-        default="loop",
+        default="undo",
         choices=list(FORGET_METHODS),
-        help="loop: rounds on what the leak estimate extracts from the model (default); "
-        "undo: the loop, then a new model distilled from the loop's on your public text "
-        "(removes rather than hides; costs more time and what the public text does not teach "
-        "back: NLI 100 -> 45 on a 100M model, docs/results.md); inversion: the paper's "
-        "pseudo-PII by logit inversion; self/free/candidates: other pseudo sources",
+        help="undo (default): a new model distilled from yours on your public text and on "
+        "what it recites without PII, the values it leaks found and kept out (removes them: "
+        "membership and relearning no longer find them; it learns back only what that text "
+        "teaches: an earlier recipe lost NLI 100 -> 45 on a 100M model, docs/results.md); "
+        "loop: rounds of LoRA "
+        "unlearning on what the leak estimate extracts, your weights kept (hides the values: "
+        "the depth probes still find them); inversion: the paper's pseudo-PII by logit "
+        "inversion; self/free/candidates: other pseudo sources",
     )
     fg.add_argument(
         "--keep",
