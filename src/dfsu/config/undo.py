@@ -18,11 +18,11 @@ class UndoConfig:
 
     teacher: str = _f(
         "owner",
-        "what the copy is taught to match: owner (the owner's model itself; the copy learns "
-        "no value from it, as it is taught only text that holds none and the scrub takes the "
-        "values' tokens, docs/results.md) or unlearned (the LoRA unlearning of the same data "
-        "first, dfsu-loop or the oracle, as the UNDO paper; its rounds cost time and public "
-        "records)",
+        "what the copy is taught to match: owner (the owner's model itself: the copy is taught "
+        "only text that holds none of the values found and the scrub takes their tokens; held "
+        "out it taught as little membership as the loop's unlearning, with the scrub only, "
+        "docs/results.md) or unlearned (the LoRA unlearning of the same data first, dfsu-loop "
+        "or the oracle, as the UNDO paper; its rounds cost minutes and public records)",
         neutral="unlearned",
     )
     # neutral 1.0: only the undo rows read it, and their keys moved with their teacher
