@@ -40,6 +40,8 @@ PLOT = re.compile(
 # (header, how to read it from a results row, decimals)
 COLUMNS = [
     ("E-Hit", lambda r: r.get("E_Hit"), "E_Hit", 1),
+    # the share of the private records' entities whose value some sample reproduces exactly
+    ("ERR", lambda r: r.get("ERR"), "ERR", 1),
     ("retain_EM", lambda r: r.get("retain_EM"), "retain_EM", 1),
     ("PPL", lambda r: r.get("PPL"), None, 2),
     ("NLI", lambda r: r.get("NLI_acc"), None, 1),
@@ -82,14 +84,19 @@ def _probe(row: dict) -> dict:
     return (row.get("leak_estimate") or {}).get("probe") or {}
 
 
+def _column(header: str):
+    """The getter of COLUMNS' column ``header``."""
+    return next(get for name, get, _, _ in COLUMNS if name == header)
+
+
 # (what is compared, the data-free measure, the truth it should rank the rows like)
 AGREEMENT = [
-    ("leak estimate vs E-Hit", COLUMNS[4][1], COLUMNS[0][1]),
-    ("recited vs retain_EM", COLUMNS[5][1], COLUMNS[1][1]),
-    ("probe vs E-Hit", COLUMNS[6][1], COLUMNS[0][1]),
-    ("garbled draw vs garbled", COLUMNS[8][1], COLUMNS[7][1]),
-    ("owner lens vs lens (middle layer)", COLUMNS[11][1], COLUMNS[12][1]),
-    ("owner AUC vs MIA AUC", COLUMNS[13][1], COLUMNS[14][1]),
+    ("leak estimate vs E-Hit", _column("leak"), _column("E-Hit")),
+    ("recited vs retain_EM", _column("recited"), _column("retain_EM")),
+    ("probe vs E-Hit", _column("probe"), _column("E-Hit")),
+    ("garbled draw vs garbled", _column("garbled draw"), _column("garbled")),
+    ("owner lens vs lens (middle layer)", _column("owner lens"), _column("lens")),
+    ("owner AUC vs MIA AUC", _column("owner AUC"), _column("MIA AUC")),
 ]
 
 

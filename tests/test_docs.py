@@ -123,11 +123,14 @@ def test_tables_writes_mean_and_sd_across_seeds_and_then_checks_clean(seed_files
     text = doc.read_text()
     # By hand: E-Hit 80, 84 -> mean 82, sd sqrt(8) = 2.83; PPL 4.0, 4.5 -> 4.25 ± 0.35;
     # leak 10, 13 -> 11.5 ± 2.12; dfsu's NLI has one seed only.
-    assert "| original | 82.0 ± 2.8 (80.0, 84.0) | 55.0 ± 7.1 (50.0, 60.0) |" in text
+    assert (
+        "| original | 82.0 ± 2.8 (80.0, 84.0) | 0.0 ± 0.0 (0.0, 0.0) | 55.0 ± 7.1 (50.0, 60.0) |"
+        in text
+    )
     assert "| 4.25 ± 0.35 (4.00, 4.50) | 95.0 ± 7.1 (100.0, 90.0) | 11.5 ± 2.1 (10, 13) |" in text
     assert (
-        "| dfsu | 15.0 ± 7.1 (10.0, 20.0) | 2.5 ± 3.5 (0.0, 5.0) | 4.50 ± 0.14 (4.40, 4.60) |"
-        in text
+        "| dfsu | 15.0 ± 7.1 (10.0, 20.0) | 0.0 ± 0.0 (0.0, 0.0) | 2.5 ± 3.5 (0.0, 5.0) "
+        "| 4.50 ± 0.14 (4.40, 4.60) |" in text
     )
     assert "| 95.0 (–, 95.0) | 4.0 ± 1.4 (3, 5) |" in text
     assert text.endswith("<!-- /table:demo -->\n\nAfter.\n")
@@ -174,7 +177,8 @@ def test_a_single_results_file_gets_its_own_table_with_intervals(tmp_path):
     doc.write_text("# Results\n")
     _tables("--results", str(results), "--doc", str(doc))
     assert "<!-- table:one -->" in doc.read_text()
-    assert "| oracle | 8.8 [7.8, 9.8] | 0.0 | 4.18 | 78.2 | 32 |" in doc.read_text()
+    # E-Hit, ERR, retain_EM, PPL, NLI, leak
+    assert "| oracle | 8.8 [7.8, 9.8] | 0.0 | 0.0 | 4.18 | 78.2 | 32 |" in doc.read_text()
 
 
 def test_a_sweep_over_seeds_is_one_seeded_table_with_a_row_per_setting(tmp_path):
