@@ -544,3 +544,17 @@ def test_own_samples_are_taught_their_marked_tokens_alone_and_dropped_with_none(
         undo._distil(student, teacher, [[1, 2, 3]], [], 0, uu, random.Random(0), "t", kept, marks)
     assert seen == [([[2, 3, 4]], [[0.0, 1.0, 1.0]])]
     assert kl_rows == [2]  # the public blocks alone go through the teacher
+
+
+def test_the_owner_is_told_when_nothing_is_scrubbed_and_the_owners_model_teaches(monkeypatch):
+    """Held out, the owner's model taught back membership without the scrub (known shapes 76
+    against 58): the run says so. Breaks: said for the loop's teacher too, or never."""
+    import dfsu.unlearning.undo as undo
+
+    said = []
+    monkeypatch.setattr("dfsu.ui.info", said.append)
+    assert undo._scrubbed_ids(None, ["Mira Holt"], [], 0, "undo", owner_teaches=True) == []
+    assert len(said) == 1 and "nothing of the values found is scrubbed" in said[0]
+    assert undo._scrubbed_ids(None, ["Mira Holt"], [], 0, "undo", owner_teaches=False) == []
+    assert undo._scrubbed_ids(None, [], [], 0, "undo", owner_teaches=True) == []
+    assert len(said) == 1

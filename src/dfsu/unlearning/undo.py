@@ -10,15 +10,13 @@ holds none of the values: the owner's public text and, with ``unlearning.undo.re
 the model's own PII-free recitations (``distillation_texts``; off by default: they taught back
 membership). The teacher (``unlearning.undo.teacher``):
 - ``owner`` (the default): the owner's model itself. What it holds of the values reaches the
-  copy only through its spread over unlikely tokens on that text; the scrub
-  (``unlearning.undo.scrub_chars``) takes the values' tokens out of what the copy may write, and
-  what is left of that spread taught no more membership than the loop's teacher, while the
-  copy keeps more of what the owner's model recites (docs/results.md, "The owner's model as
-  the copy's teacher"). No LoRA unlearning runs first.
-- ``unlearned``: the LoRA unlearning of the same data (``stage_table.UNDO_TEACHER``:
-  dfsu-loop, or the oracle for the oracle twin), which no longer emits the values, as the UNDO
-  paper distils; before the scrub, the owner's model as teacher passed the values on
-  (membership 96-98, docs/history.md, "Choosing the undo recipe").
+  copy only through its spread over unlikely tokens; the scrub (``undo.scrub_chars``) takes
+  the values' tokens out of what the copy may write, and what is left taught no more
+  membership than the loop's unlearning did, with more public records kept (docs/history.md,
+  "The owner's model as the copy's teacher"). No LoRA unlearning runs first.
+- ``unlearned``: the LoRA unlearning of the same data (``stage_table.UNDO_TEACHER``), as the
+  UNDO paper distils; before the scrub, the owner's model passed the values on (membership
+  96-98, docs/history.md, "Choosing the undo recipe").
 Either's logits are divided by ``unlearning.undo.temperature`` (below 1 its spread over
 unlikely tokens is cut, at a cost in perplexity on the owner's documents; 1 by default).
 
@@ -28,20 +26,17 @@ where they recite: their own tokens as labels inside the runs the owner's model 
 word for word and the teacher still does (``memorized_runs``); nothing else of a sample, so the
 copy learns the recitation, not the owner's spread over unlikely tokens.
 
-Recitations and samples, when on:
-- ``loop`` (data-free): a recitation or sample is kept when the run's annotator finds no PII
-  in it and it holds no value the leak estimate's select draw confirmed;
-- ``oracle``: one is kept when it holds none of the true records' values (the
-  evaluator's knowledge; tells the mechanism apart from the discovery).
+Recitations and samples are kept, for ``loop`` (data-free), when the run's annotator finds no
+PII in one and it holds no value the leak estimate's select draw confirmed; for ``oracle``,
+when it holds no true value (tells the mechanism apart from the discovery).
 
 What it costs: with ``undo.teacher: unlearned`` the teacher's LoRA unlearning; the samples
 (on tiny, 4,096 of 64 tokens: about 26 s on 2 cores), then ``unlearning.undo.steps``
 optimizer steps of the whole model against the teacher's targets, computed once on the
-public blocks when they fit in memory (``teacher_targets``; 900 steps: about 130 s; at 600
-the NLI task was learnt on some draws and not others, and half as many at twice the learning
-rate cost NLI held out, docs/history.md); at a scale where the owner's public
-text is a small share of what the model was trained on, the student learns less back than it
-lost (a 100M target on a GPU: NLI 100 -> 45 at +2.3 % perplexity, docs/results.md).
+public blocks when they fit in memory (``teacher_targets``; 900 steps: about 150 s; at 600
+the NLI task was learnt on some draws and not others, docs/history.md); where the owner's
+public text is a small share of what the model was trained on, the student learns less back
+than it lost (an earlier recipe at 100M on a GPU: NLI 100 -> 45, docs/results.md).
 
 ``shrink_into``, ``kept_texts`` and ``memorized_runs`` are pure up to what they are given.
 """
@@ -265,7 +260,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     if uu.scrub_chars:  # the owner's text and the own samples the copy recites
         needed = public + owner.check_texts() + owner.report_texts()
         needed += [tokenizer.decode(row[1:]) for row in samples]
-    banned = _scrubbed_ids(tokenizer, found, needed, uu.scrub_chars)
+    banned = _scrubbed_ids(tokenizer, found, needed, uu.scrub_chars, name, not taught_by)
     order = random.Random(f"undo-{cfg.seed}")
     log = _distil(student, teacher, blocks, rows, pad, uu, order, name, samples, marks, banned)
     student.eval()
@@ -288,11 +283,27 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     return final
 
 
-def _scrubbed_ids(tokenizer: Any, values: list[str], needed: list[str], chars: int) -> list[int]:
+def _scrubbed_ids(
+    tokenizer: Any,
+    values: list[str],
+    needed: list[str],
+    chars: int,
+    name: str = "",
+    owner_teaches: bool = False,
+) -> list[int]:
     """The ids of the tokens ``scrub_tokenizer`` takes from the copy's tokenizer (none when
-    ``chars`` is 0 or the tokenizer is not BPE): the copy is taught to give them no mass."""
+    ``chars`` is 0 or the tokenizer is not BPE): the copy is taught to give them no mass. When
+    there are none and the owner's model teaches, the owner is told what that costs."""
+    from dfsu.ui import info
+
     merges = tokenizer_merges(tokenizer) if chars else None
     if not merges:
+        if owner_teaches and values:  # held out, known shapes: membership 76 without, 58 with
+            info(
+                f"undo {name}: nothing of the values found is scrubbed (unlearning.undo."
+                "scrub_chars 0, or not a BPE tokenizer): the owner's model teaches its spread "
+                "over their pieces, and the copy keeps more membership (docs/history.md)"
+            )
         return []
     tokens = scrub_candidates(tokenizer, values, needed, chars, merges)
     return tokenizer.convert_tokens_to_ids(sorted(tokens))
