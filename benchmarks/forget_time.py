@@ -1,15 +1,18 @@
 """Where `dfsu forget`'s time goes on a model, measured in one run.
 
-    python benchmarks/forget_time.py MODEL [--public FILE] [--config tiny] [k=v ...]
+    python benchmarks/forget_time.py MODEL [--public FILE] [--methods undo,loop] [--config tiny]
+        [k=v ...]
 
 MODEL is a model directory (e.g. a `dfsu run tiny` directory's RUN/target). Runs `dfsu forget
 --model MODEL` (with ``--public FILE``: the owner's public text) with its defaults into a
 temporary directory and prints each stage's wall seconds (from OUT/manifest.json), the whole
 command's, and the share of them spent on the two data-free measures added to every
 evaluation: the leak estimate's free search (unprompted samples, ``search_seconds``) and the
-recitation harvest (timed here again on the model, alone). It also prints the machine's matmul
-rate just before and after the command: on a shared machine the rate moves, and seconds from
-runs at different rates do not compare.
+recitation harvest (timed here again on the model, alone). With ``--methods`` each
+``--method`` in turn on the same model, and the ratio of each one's seconds to the first's,
+measured in this one run. It also prints the machine's matmul rate before and after each
+command: on a shared machine the rate moves, and seconds from runs at different rates do not
+compare.
 """
 
 from __future__ import annotations
@@ -54,7 +57,24 @@ def main() -> int:
     parser.add_argument("--config", default="tiny")
     parser.add_argument("--public", default=None, help="dfsu forget's --public FILE")
     parser.add_argument("overrides", nargs="*")
+    parser.add_argument(
+        "--methods", default=None, help="comma-separated --method values (default: forget's own)"
+    )
     args = parser.parse_args()
+    methods = args.methods.split(",") if args.methods else [None]
+    totals = []
+    for method in methods:
+        code, total = _one(args, method)
+        if code:
+            return code
+        totals.append(total)
+    for method, total in zip(methods, totals, strict=True):
+        print(f"--method {method or 'default'}: {total:.1f} s, {total / totals[0]:.2f}x the first")
+    return 0
+
+
+def _one(args: argparse.Namespace, method: str | None) -> tuple[int, float]:
+    """One `dfsu forget` into a temporary directory: its stages' and its whole seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
         rate_before = _matmul_rate()
@@ -62,12 +82,14 @@ def main() -> int:
         code = dfsu(
             ["--quiet", "forget", "--model", args.model, "--out", str(out), "--config", args.config]
             + (["--public", args.public] if args.public else [])
+            + (["--method", method] if method else [])
             + args.overrides
         )
         total = time.monotonic() - started
         if code:
-            return code
+            return code, total
         rate_after = _matmul_rate()
+        print(f"== dfsu forget --method {method or 'default'}")
         stages = json.loads((out / "manifest.json").read_text())["stages"]
         for name, stage in stages.items():
             print(f"{name:28s} {stage.get('seconds', 0):8.1f} s")
@@ -81,7 +103,7 @@ def main() -> int:
         harvest = _harvest_seconds(args.config, args.overrides, Path(args.model), out)
         print(f"share of the whole: recitation harvest {100 * harvest / total:.1f} %")
         print(f"matmul rate before / after: {rate_before:.0f} / {rate_after:.0f} GFLOP/s")
-    return 0
+    return 0, total
 
 
 if __name__ == "__main__":
