@@ -20,7 +20,7 @@ class UndoConfig:
         "owner",
         "what the copy is taught to match: owner (the owner's model itself: the copy is taught "
         "only text that holds none of the values found and the scrub takes their tokens; held "
-        "out it taught as little membership as the loop's unlearning, with the scrub only, "
+        "out, with the scrub, it taught as little membership as the loop's unlearning, "
         "docs/results.md) or unlearned (the LoRA unlearning of the same data first, dfsu-loop "
         "or the oracle, as the UNDO paper; its rounds cost minutes and public records)",
         neutral="unlearned",
