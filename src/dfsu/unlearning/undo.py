@@ -238,8 +238,8 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     )
     owner_p = token_probabilities(given, samples, pad, device) if uu.memorized else []
     teacher = given  # undo.teacher owner: the owner's model itself
-    if taught_by:  # the owner's read no further: the teacher and the student alone in memory
-        del given, teacher
+    del given  # the teacher and the student alone stay in memory
+    if taught_by:  # the owner's model, read no further, is let go
         teacher, _ = load_causal_lm(taught_by)
         teacher.to(device).eval().requires_grad_(False)
     marks = None
