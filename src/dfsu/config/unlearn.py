@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from dfsu.config.edits import EditConfig, RevsConfig
 from dfsu.config.fields import MAX_NEW_TOKENS, _check, _check_ranges, _f
+from dfsu.config.reset import ResetConfig
 from dfsu.config.undo import UndoConfig
 
 RECITE_BRANCHES = 32  # unlearning.retain_self_search=branch: beams per first token
@@ -389,6 +390,10 @@ class UnlearnConfig:
     undo: UndoConfig = field(
         default_factory=UndoConfig,
         metadata={"help": "the undo rows (a copy distilled from the LoRA unlearning)"},
+    )
+    reset: ResetConfig = field(
+        default_factory=ResetConfig,
+        metadata={"help": "the reset rows (the MLP neurons that hold the values reset, repaired)"},
     )
 
     def __post_init__(self) -> None:

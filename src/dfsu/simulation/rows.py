@@ -29,6 +29,9 @@ UNLEARNED = (
     # undo: a shrunk copy distilled from the model; data-free (the values the leak estimate
     # confirms keep recitations out) and its oracle twin (the true values do)
     | {"undo": ("undo", "loop"), "undo-oracle": ("undo", "oracle")}
+    # reset: the MLP neurons that hold the values the leak estimate confirms reset and
+    # repaired, the owner's weights kept elsewhere; and its twin
+    | {"reset": ("reset", "loop"), "reset-oracle": ("reset", "oracle")}
 )
 SOURCE_ROWS = [f"dfsu-{s}" for s in SOURCES]  # pscu on the pseudo-PII of another source
 # retrain: the target's recipe without the private records, the gold standard every row is

@@ -286,6 +286,10 @@ def _without_adapters(
         from dfsu.unlearning.undo import distil_copy
 
         return distil_copy(cfg, owner, data, name, truth)
+    if update == "reset":
+        from dfsu.unlearning.reset import reset_model
+
+        return reset_model(cfg, owner, data, name, truth)
     if update == "revs":
         from dfsu.unlearning.revs import revs_model
 

@@ -196,6 +196,16 @@ METHODS: dict[str, Method] = {
             update="copy",
             data=("loop", "oracle"),
         ),
+        Method(
+            "reset",
+            "reset",
+            "the owner's weights kept but for the MLP neurons that hold the values found: "
+            "those reset and repaired from the owner's model with the values given no mass, "
+            "widened while the owner's depth reading finds them; no adapter",
+            None,
+            update="reset",
+            data=("loop", "oracle"),
+        ),
     )
 }
 DATA = ("pseudo", "oracle", "loop")
