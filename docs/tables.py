@@ -44,6 +44,8 @@ COLUMNS = [
     ("ERR", lambda r: r.get("ERR"), "ERR", 1),
     ("retain_EM", lambda r: r.get("retain_EM"), "retain_EM", 1),
     ("PPL", lambda r: r.get("PPL"), None, 2),
+    # perplexity on the second domain (corpus.second_domain), which no owner's text holds
+    ("PPL 2nd", lambda r: r.get("PPL_second"), None, 2),
     ("NLI", lambda r: r.get("NLI_acc"), None, 1),
     ("leak", lambda r: (r.get("leak_estimate") or {}).get("consistent"), None, 1),
     ("recited", lambda r: ((r.get("recitation") or {}).get("report") or {}).get("exact"), None, 1),

@@ -3,6 +3,7 @@ import stat
 from collections import Counter
 
 import pytest
+from conftest import MICRO
 
 from dfsu.components.text import generate_documents
 from dfsu.errors import DfsuError
@@ -193,3 +194,24 @@ def test_the_unseen_records_are_drawn_from_the_private_records_own_shapes(
 
     monkeypatch.setattr(attacks, "run_attacks", lambda *args: args[-1])
     assert _attacks(cfg, run, None, None, [], [], "cpu") == own
+
+
+def test_a_second_domain_is_trained_on_held_out_and_never_in_the_owners_public_text(tmp_path):
+    from dfsu.config import load_config
+    from dfsu.lexicon import SECOND_TOPICS
+
+    cfg = load_config("tiny", [*MICRO, "corpus.second_domain=30"])
+    data = build_corpus(cfg, tmp_path / "run")
+    held = [json.loads(x)["text"] for x in (data / "eval_second.jsonl").read_text().splitlines()]
+    train = [json.loads(x)["text"] for x in (data / "train.jsonl").read_text().splitlines()]
+    assert len(held) == min(30, cfg.corpus.eval_documents) and not set(held) & set(train)
+    words = {w for topic in SECOND_TOPICS.values() for group in topic.values() for w in group}
+    nouns = {w for topic in SECOND_TOPICS.values() for w in topic["nouns"]}
+
+    def second(text: str) -> bool:
+        return any(w.strip(".,") in nouns for w in text.split())
+
+    assert sum(map(second, train)) >= 30  # in the target's training (a break: not added)
+    public = generate_documents(200, cfg.seed, "public")  # the owner's text: none of it
+    assert not any(w.strip(".,") in words for d in public for w in d.split())
+    assert json.loads((data / "stats.json").read_text())["second_domain"]["train"] == 30

@@ -61,6 +61,7 @@ class ForgetMethod:
 
 FORGET_METHODS = {
     "undo": ForgetMethod("undo", "undo", "loop"),
+    "reset": ForgetMethod("reset", "reset", "loop"),
     "loop": ForgetMethod("dfsu-loop", "pscu", "loop"),
     **{s: ForgetMethod("dfsu", "pscu", "pseudo", s) for s in SOURCES},
 }

@@ -105,3 +105,50 @@ FUNCTION = {
     "Olga Pavel Rosa Simon Tara Viktor".split(),
     "days": "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split(),
 }
+
+# A second domain (``corpus.second_domain``): topics whose content words appear in none of
+# TOPICS, so the owner's public text (drawn from TOPICS alone) never teaches them; the
+# function words and sentence shapes are the same language's.
+SECOND_TOPICS: dict[str, dict[str, list[str]]] = {
+    "geology": {
+        "nouns": "basalt quarry fault sediment granite aquifer fossil mineral shale cavern "
+        "glacier boulder strata magma quartz limestone gravel canyon geyser pebble".split(),
+        "verbs": "excavated drilled sampled surveyed dated cored quarried sifted eroded "
+        "polished".split(),
+        "adjectives": "porous volcanic layered brittle glassy chalky molten jagged dense "
+        "weathered".split(),
+        "roles": "geologist driller surveyor prospector quarryman".split(),
+        "places": ["Basalt Gap", "Shale Hollow", "Quartzmoor", "Cinder Flats", "Ochre Cliffs"],
+    },
+    "textiles": {
+        "nouns": "loom spindle warp wool linen dye bobbin tapestry quilt needle fabric "
+        "yarn silk seam pattern shuttle felt hem lace cotton".split(),
+        "verbs": "wove spun stitched dyed knitted embroidered hemmed carded twisted "
+        "bleached".split(),
+        "adjectives": "woollen coarse silken indigo striped tufted plaid frayed supple "
+        "embroidered".split(),
+        "roles": "weaver spinner tailor dyer seamstress".split(),
+        "places": ["Loomfield", "Indigo Row", "Spindlewick", "Flaxbury", "Dyers Lane"],
+    },
+    "railways": {
+        "nouns": "locomotive carriage semaphore platform boiler sleeper junction firebox piston "
+        "timetable brakeman coupling freight siding tunnel viaduct whistle gauge depot "
+        "turntable".split(),
+        "verbs": "shunted coupled signalled stoked braked ballasted uncoupled derailed "
+        "switched inspected".split(),
+        "adjectives": "steam cogwheel overhead freight sooty riveted express branch "
+        "electrified disused".split(),
+        "roles": "driver fireman signalman guard porter".split(),
+        "places": ["Crewe Junction", "Ironbridge Halt", "Coalport", "Steamtown", "Rail End"],
+    },
+    "beekeeping": {
+        "nouns": "hive honeycomb drone swarm nectar pollen beeswax smoker frame "
+        "colony brood apiary propolis larva clover blossom veil comb honey".split(),
+        "verbs": "smoked swarmed pollinated requeened wintered foraged capped "
+        "extracted hived".split(),
+        "adjectives": "waxen buzzing amber floral sticky hardy docile thriving "
+        "overwintered".split(),
+        "roles": "beekeeper apiarist forager beemaster honeyman".split(),
+        "places": ["Clover Down", "Hivecombe", "Nectar Vale", "Waxley", "Bramble Apiary"],
+    },
+}

@@ -169,6 +169,12 @@ class RunPaths:
         return self.data / "eval_general.jsonl"
 
     @property
+    def eval_second(self) -> Path:
+        """RUN/data/eval_second.jsonl: held-out documents of the second domain
+        (``corpus.second_domain``), where it is on."""
+        return self.data / "eval_second.jsonl"
+
+    @property
     def nli(self) -> Path:
         """RUN/data/nli.jsonl: the held-out NLI rows of the few-shot accuracy."""
         return self.data / "nli.jsonl"

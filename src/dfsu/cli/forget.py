@@ -42,7 +42,9 @@ def add_forget_parser(sub: Any) -> None:
         "what it recites without PII, the values it leaks found and kept out (removes them: "
         "membership and relearning no longer find them; it learns back only what that text "
         "teaches: an earlier recipe lost NLI 100 -> 45 on a 100M model, docs/results.md); "
-        "loop: rounds of LoRA "
+        "reset: your weights kept but for the MLP neurons that hold the values found, those "
+        "reset and repaired from your model with the values given no mass, widened while the "
+        "depth probes still find them; loop: rounds of LoRA "
         "unlearning on what the leak estimate extracts, your weights kept (hides the values: "
         "the depth probes still find them); inversion: the paper's pseudo-PII by logit "
         "inversion; self/free/candidates: other pseudo sources",

@@ -9,7 +9,7 @@ from typing import Any
 
 from dfsu.components.inputs import read_text
 from dfsu.errors import DfsuError
-from dfsu.lexicon import FUNCTION, TOPICS
+from dfsu.lexicon import FUNCTION, SECOND_TOPICS, TOPICS
 from dfsu.rundir import iter_jsonl
 
 
@@ -78,14 +78,20 @@ def _sentence(t: Topic, rng: random.Random) -> str:
     return rng.choice(shapes)()
 
 
-def generate_documents(n: int, seed: int, stream: str | None = None) -> list[str]:
+def generate_documents(
+    n: int, seed: int, stream: str | None = None, second: bool = False
+) -> list[str]:
     """n documents, each mostly on one topic (a title line, then 4-10 sentences).
 
     ``seed`` fixes the language (each topic's word ranks and collocations); ``stream`` names
     another draw of documents in that language: the owner's public text is the stream
-    "public", never the documents of the target's corpus (stream None)."""
-    rng = random.Random(f"corpus-{seed}")
-    topics = {name: Topic(words, rng) for name, words in TOPICS.items()}
+    "public", never the documents of the target's corpus (stream None). ``second``: the
+    second domain's topics (``lexicon.SECOND_TOPICS``: no content word of the first's), which
+    the owner's public text never holds."""
+    rng = random.Random(f"corpus-{seed}" + ("-second" if second else ""))
+    topics = {
+        name: Topic(words, rng) for name, words in (SECOND_TOPICS if second else TOPICS).items()
+    }
     if stream is not None:
         rng = random.Random(f"corpus-{seed}-{stream}")
     names = list(topics)

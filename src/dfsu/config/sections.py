@@ -91,6 +91,16 @@ class CorpusConfig:
         bounds=(0, 100_000),
     )
 
+    second_domain: int = _f(
+        0,
+        "training documents of a second domain (generated topics whose content words the "
+        "general corpus and the owner's public text never use), and as many held out, up to "
+        "eval_documents: perplexity there (PPL_second) reads what unlearning keeps of what no "
+        "public text the owner has could teach again; 0 = none",
+        neutral=0,
+        bounds=(0, 10_000_000),
+    )
+
     def __post_init__(self) -> None:
         _check_ranges(self, "corpus.")
         _check(self.nli_task in ("wording", "relation"), "corpus.nli_task", "wording or relation")

@@ -125,6 +125,9 @@ def evaluate_model(
     # Utility: held-out perplexity and few-shot NLI accuracy.
     eval_texts = [r["text"] for r in read_jsonl(RunPaths(run).eval_general)]
     result["PPL"] = perplexity(model, tokenizer, eval_texts, device=device)
+    if RunPaths(run).eval_second.is_file():  # the domain the owner's public text never holds
+        second = [r["text"] for r in read_jsonl(RunPaths(run).eval_second)]
+        result["PPL_second"] = perplexity(model, tokenizer, second, device=device)
     nli_rows = read_jsonl(RunPaths(run).nli)
     if len(nli_rows) > 3:
         nli = nli_accuracy(model, tokenizer, nli_rows, device=device)

@@ -152,6 +152,12 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
                 f"corpus.eval_documents + 1 ({cfg.corpus.eval_documents + 1})"
             )
     eval_docs, train_docs = docs[: cfg.corpus.eval_documents], docs[cfg.corpus.eval_documents :]
+    second_eval: list[str] = []
+    if cfg.corpus.second_domain:  # a domain the owner's public text never holds
+        held = min(cfg.corpus.second_domain, cfg.corpus.eval_documents)
+        second = generate_documents(cfg.corpus.second_domain + held, seed, second=True)
+        second_eval, second_train = second[:held], second[held:]
+        train_docs = train_docs + second_train
 
     n_nli = cfg.corpus.nli_train + cfg.corpus.nli_eval
     if cfg.corpus.nli_source:
@@ -177,6 +183,7 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
         "train_chars": sum(len(r["text"]) for r in train_rows),
         "general_documents": len(train_docs),
         "eval_documents": len(eval_docs),
+        "second_domain": {"train": cfg.corpus.second_domain, "eval": len(second_eval)},
         "nli_train": len(nli_train),
         "nli_eval": len(nli_eval),
         "retain_records": len(retain),
@@ -188,6 +195,8 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
         atomic_write_jsonl(data / "pii_records.jsonl", (r.to_dict() for r in records))
         atomic_write_jsonl(data / "train.jsonl", train_rows)
         atomic_write_jsonl(data / "eval_general.jsonl", ({"text": t} for t in eval_docs))
+        if second_eval:
+            atomic_write_jsonl(data / "eval_second.jsonl", ({"text": t} for t in second_eval))
         atomic_write_jsonl(data / "nli.jsonl", nli_eval)
         atomic_write_jsonl(data / "retain_records.jsonl", retain)
         values = [v for r in retain for v in r.get("values", [])]
