@@ -22,6 +22,7 @@ from dfsu.unlearning.reset.units import (
     projection_scores,
     reset_units,
     swapped,
+    token_masks,
     value_tokens,
 )
 
@@ -106,6 +107,21 @@ def test_reset_touches_only_the_chosen_units_and_the_swap_puts_them_back(kind):
             assert torch.equal(param, before[name]), name
     for name, param in model.named_parameters():
         assert torch.equal(param, fresh[name]), name
+
+
+@pytest.mark.parametrize("kind", ["gpt_neox", "gpt2"])  # untied and tied output layers
+def test_the_values_own_tokens_rows_are_reset_and_nothing_else(kind):
+    model = _model(kind)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    masks = token_masks(model, [3, 17])
+    reset_units(model, masks, 0.02, seed=0)
+    assert len(masks) == (1 if kind == "gpt2" else 2)  # gpt2 ties the output layer
+    for name, param in model.named_parameters():
+        if name in masks:
+            changed = (param != before[name]).any(-1).nonzero().flatten().tolist()
+            assert changed == [3, 17], name  # a break: whole matrices, or other rows
+        else:
+            assert torch.equal(param, before[name]), name
 
 
 def test_the_repairs_targets_give_the_values_no_mass():

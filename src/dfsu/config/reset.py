@@ -29,6 +29,15 @@ class ResetConfig:
         "logits for the values' tokens) or both (each scaled to its largest, added)",
         neutral="both",
     )
+    token_chars: int = _f(
+        2,
+        "the found values' own tokens of at least this many characters that the owner's text "
+        "and kept samples never need are reset too (their input and output rows) and given no "
+        "mass in every repair target; on a tuning run they held most of what the lens and "
+        "membership read (docs/history.md); 0: none",
+        neutral=2,
+        bounds=(0, 1000),
+    )
     steps: int = _f(
         300,
         "repair steps of each round (AdamW on the reset entries alone)",

@@ -13,13 +13,17 @@ its units that carry the values are given a fresh start:
    logits as a z-score against the whole vocabulary's (REVS, arXiv 2406.09325). Each score is
    divided by its largest and the two added (``unlearning.reset.score``).
 2. **Reset** (``reset_units``): the top ``unlearning.reset.budget`` share of all MLP neurons
-   (in and out weights, biases) drawn afresh, N(0, the model's initializer range); nothing
+   (in and out weights, biases) drawn afresh, N(0, the model's initializer range), and the
+   rows of the found values' own tokens (``token_masks``: pieces of at least
+   ``unlearning.reset.token_chars`` characters that the owner's text never needs, in the input
+   embedding and the output layer, as a model that never saw the records holds them); nothing
    else changes, bit for bit.
 3. **Repair** (``repair``): only the reset entries train (a gradient mask on the MLP tensors
    that hold them; AdamW state for those tensors alone), matching the owner's own model with
-   the values' tokens given no mass: on the owner's public text (the tokens scrubbed as in
-   ``undo``, ``vocab.scrub_candidates``), at the prefixes where values were (the value's own
-   next token banned there too: what the model writes with the values banned), and on the runs
+   the values' tokens given no mass: on the owner's public text (those same tokens, found as
+   ``undo``'s scrub finds them, ``vocab.scrub_candidates``), at the positions that predict a
+   value where values were (its own next token banned there too: what the model writes with
+   the values banned; nothing else of those rows is read), and on the runs
    its own PII-free samples recite (``undo.memorized_runs``). The teacher's targets are
    computed before the reset; where they do not fit in memory, the teacher is the same model
    with the original entries swapped back in (``swapped``): one model in memory.
@@ -53,6 +57,7 @@ from dfsu.unlearning.reset.units import (
     neuron_masks,
     projection_scores,
     reset_units,
+    token_masks,
     value_tokens,
 )
 from dfsu.unlearning.result import UnlearnSummary
@@ -107,10 +112,12 @@ def reset_material(
         samples, marks = _recited_runs(uu, samples, owner_p, None, pad, device)
     window = min(uu.block_size, getattr(model.config, "max_position_embeddings", uu.block_size))
     blocks = pack_documents([tokenize(t) for t in public], window, eos)
-    needed = public + owner.check_texts() + owner.report_texts()
-    needed += [tokenizer.decode(row[1:]) for row in samples]
+    # every kept own sample, not the reciting ones alone: what the model writes with no PII
+    # (its public records among it) keeps its tokens
+    needed = public + owner.check_texts() + owner.report_texts() + own
     values = sorted(set(found) | set(spotted))
-    banned = _scrubbed_ids(tokenizer, values, needed, uu.scrub_chars) if uu.scrub_chars else []
+    chars = cfg.unlearning.reset.token_chars
+    banned = _scrubbed_ids(tokenizer, values, needed, chars) if chars else []
     return {
         "contexts": contexts,
         "rows": rows,
@@ -159,6 +166,7 @@ def reset_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     budget, rounds, log, kept = rc.budget, [], [], None  # kept: (masks, entries) handed back
     for attempt in range(rc.rounds):
         masks = neuron_masks(model, chosen_units(scores, budget))
+        masks |= token_masks(model, material["banned"])  # the values' own tokens' rows
         originals = reset_units(model, masks, std, cfg.seed + attempt)
         job = Repair(model, masks, originals, material, rc, uu)
         log += repair(job, random.Random(f"reset-{cfg.seed}-{attempt}"), name)

@@ -35,10 +35,13 @@ class Repair(NamedTuple):
     uu: Any  # unlearning.undo: the teacher's temperature and top
 
     def target(self, batch: list[list[int]], known: list | None = None, marks: list | None = None):
-        """(ids, mask, the teacher's target) of ``batch``: the owner's logits (``known``, or the
-        originals swapped in) with the banned ids given no mass and, at the positions
-        ``marks`` marks, the value's next token too. Every target of a step is read before the
-        student's forward passes: the swap writes into the weights they use."""
+        """(ids, mask, the teacher's target, the positions read) of ``batch``: the owner's logits
+        (``known``, or the originals swapped in) with the banned ids given no mass. With
+        ``marks`` (value rows) only the marked positions are read, each with the value's next
+        token given no mass too: the text inside and after a value is the owner's memory of
+        the record, and matching it there taught the values back (membership 69 -> 75 on a
+        tuning run). Every target of a step is read before the student's forward passes: the
+        swap writes into the weights they use."""
         from dfsu.unlearning.undo import NO_MASS, stacked, teacher_logits
 
         device, pad = next(self.model.parameters()).device, self.material["pad"]
@@ -50,18 +53,21 @@ class Repair(NamedTuple):
             with swapped(self.model, self.masks, self.originals):
                 banned = self.material["banned"]
                 wanted = teacher_logits(self.model, ids, mask, self.uu.temperature, banned)
+        read = mask[:, 1:].float()
         if marks is not None:
-            at = torch.zeros(ids.shape[0], ids.shape[1] - 1, device=device)
+            read = torch.zeros(ids.shape[0], ids.shape[1] - 1, device=device)
             for r, marked in enumerate(marks):
-                at[r, : len(marked) - 1] = torch.tensor(marked[:-1], dtype=torch.float)
-            wanted = banned_at_values(wanted, ids, at.bool(), NO_MASS)
-        return ids, mask, wanted
+                read[r, : len(marked) - 1] = torch.tensor(marked[:-1], dtype=torch.float)
+            wanted = banned_at_values(wanted, ids, read.bool(), NO_MASS)
+        return ids, mask, wanted, read
 
-    def kl(self, ids: torch.Tensor, mask: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:
+    def kl(
+        self, ids: torch.Tensor, mask: torch.Tensor, wanted: torch.Tensor, read: torch.Tensor
+    ) -> torch.Tensor:
         from dfsu.unlearning.losses import teacher_kl
 
         logits = self.model(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        return teacher_kl(logits, wanted, mask[:, 1:].float(), ids[:, 1:], 0.0, self.uu.top)
+        return teacher_kl(logits, wanted, read, ids[:, 1:], 0.0, self.uu.top)
 
     def recite(self, picked: list[int]) -> torch.Tensor:
         """Cross-entropy on the runs the picked own samples recite."""

@@ -69,6 +69,23 @@ def neuron_masks(model: Any, chosen: dict[int, list[int]]) -> dict[str, torch.Te
     return masks
 
 
+def token_masks(model: Any, ids: Sequence[int]) -> dict[str, torch.Tensor]:
+    """Masks over the rows of ``ids`` in the input embedding and the output layer (one mask
+    where the two are tied): the found values' own tokens, which a model that never saw the
+    records holds untrained."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    picked = torch.tensor(sorted(set(ids)), dtype=torch.long)
+    masks: dict[str, torch.Tensor] = {}
+    if not len(picked):
+        return masks
+    for module in (model.get_input_embeddings(), model.get_output_embeddings()):
+        weight = module.weight
+        mask = masks.get(names[id(weight)], torch.zeros_like(weight, dtype=torch.bool))
+        mask[picked.to(weight.device)] = True
+        masks[names[id(weight)]] = mask
+    return masks
+
+
 def reset_units(
     model: Any, masks: dict[str, torch.Tensor], std: float, seed: int
 ) -> dict[str, torch.Tensor]:
