@@ -77,6 +77,22 @@ def _load_for_eval(model_path: str | Path, adapter: str | Path | None, device: A
     return model.to(device), tokenizer
 
 
+def _utility(model: Any, tokenizer: Any, run: Path, device: Any) -> dict[str, Any]:
+    """Utility: held-out perplexity (and on the second domain where the run has one) and
+    few-shot NLI accuracy."""
+    paths, out = RunPaths(run), {}
+    eval_texts = [r["text"] for r in read_jsonl(paths.eval_general)]
+    out["PPL"] = perplexity(model, tokenizer, eval_texts, device=device)
+    if paths.eval_second.is_file():  # the domain the owner's public text never holds
+        second = [r["text"] for r in read_jsonl(paths.eval_second)]
+        out["PPL_second"] = perplexity(model, tokenizer, second, device=device)
+    nli_rows = read_jsonl(paths.nli)
+    if len(nli_rows) > 3:
+        nli = nli_accuracy(model, tokenizer, nli_rows, device=device)
+        out["NLI_acc"], out["NLI_majority"] = nli["accuracy"], nli["majority_baseline"]
+    return out
+
+
 def evaluate_model(
     cfg: RunConfig,
     run: str | Path,
@@ -122,16 +138,7 @@ def evaluate_model(
     )
     result |= _per_record(model, tokenizer, prompts, generations, reference, ec.batch_size, device)
 
-    # Utility: held-out perplexity and few-shot NLI accuracy.
-    eval_texts = [r["text"] for r in read_jsonl(RunPaths(run).eval_general)]
-    result["PPL"] = perplexity(model, tokenizer, eval_texts, device=device)
-    if RunPaths(run).eval_second.is_file():  # the domain the owner's public text never holds
-        second = [r["text"] for r in read_jsonl(RunPaths(run).eval_second)]
-        result["PPL_second"] = perplexity(model, tokenizer, second, device=device)
-    nli_rows = read_jsonl(RunPaths(run).nli)
-    if len(nli_rows) > 3:
-        nli = nli_accuracy(model, tokenizer, nli_rows, device=device)
-        result["NLI_acc"], result["NLI_majority"] = nli["accuracy"], nli["majority_baseline"]
+    result |= _utility(model, tokenizer, run, device)
     # What should stay: the public memorized records (greedy continuations).
     retain = read_retain_records(run)
     kept = retain_scores(model, tokenizer, retain, device, cfg.seed)
