@@ -89,10 +89,12 @@ def test_every_method_is_one_entry_with_a_working_objective():
     )
     rows = [m.row for m in METHODS.values()]
     known = ["dfsu", "ga", "gen_only", "npo", "graddiff", "distill", "rmu", "edit", "revs", "undo"]
-    assert rows == known
+    assert rows == [*known, "reset"]
     # undo trains a copy (unlearning/undo.py), edit and revs edit the owner's weights
-    # (unlearning/edit.py, revs.py): none is an objective over adapters
-    assert [m.name for m in METHODS.values() if m.objective is None] == ["edit", "revs", "undo"]
+    # (unlearning/edit.py, revs.py), reset resets and repairs them (unlearning/reset): none is
+    # an objective over adapters
+    no_objective = [m.name for m in METHODS.values() if m.objective is None]
+    assert no_objective == ["edit", "revs", "undo", "reset"]
     for method in (m for m in METHODS.values() if m.update == "lora"):
         parts = method.objective(terms, uc)
         parts["loss"].backward()

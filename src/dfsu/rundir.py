@@ -170,8 +170,7 @@ class RunPaths:
 
     @property
     def eval_second(self) -> Path:
-        """RUN/data/eval_second.jsonl: held-out documents of the second domain
-        (``corpus.second_domain``), where it is on."""
+        """RUN/data/eval_second.jsonl: held-out documents of the second domain, if any."""
         return self.data / "eval_second.jsonl"
 
     @property
