@@ -525,7 +525,7 @@ def test_own_samples_are_taught_their_marked_tokens_alone_and_dropped_with_none(
     )  # fmt: skip
     samples = [[1, 2, 3, 4], [1, 5, 6, 4]]
     owner_p = [[0.1, 0.9, 0.9], [0.9, 0.1, 0.9]]  # the second recites no run of two
-    kept, marks = undo._recited_runs(uu, samples, owner_p, teacher, 0, "cpu")
+    kept, marks = undo.recited_runs(uu, samples, owner_p, teacher, 0, "cpu")
     assert kept == [[1, 2, 3, 4]] and marks == [[False, True, True]]
     seen, kl_rows = [], []
     real_ce, real_kl = losses.marked_ce, losses.teacher_kl
@@ -553,8 +553,8 @@ def test_the_owner_is_told_when_nothing_is_scrubbed_and_the_owners_model_teaches
 
     said = []
     monkeypatch.setattr("dfsu.ui.info", said.append)
-    assert undo._scrubbed_ids(None, ["Mira Holt"], [], 0, "undo", owner_teaches=True) == []
+    assert undo.scrubbed_ids(None, ["Mira Holt"], [], 0, "undo", owner_teaches=True) == []
     assert len(said) == 1 and "nothing of the values found is scrubbed" in said[0]
-    assert undo._scrubbed_ids(None, ["Mira Holt"], [], 0, "undo", owner_teaches=False) == []
-    assert undo._scrubbed_ids(None, [], [], 0, "undo", owner_teaches=True) == []
+    assert undo.scrubbed_ids(None, ["Mira Holt"], [], 0, "undo", owner_teaches=False) == []
+    assert undo.scrubbed_ids(None, [], [], 0, "undo", owner_teaches=True) == []
     assert len(said) == 1

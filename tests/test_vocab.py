@@ -103,14 +103,14 @@ def test_a_tokenizer_that_is_not_bpe_is_left_as_it_is(tmp_path):
 
 def test_the_ids_the_copy_is_taught_to_avoid_are_the_tokens_scrubbed(saved):
     # breaks: ids read from another tokenizer's merges, or the scrub's own texts not spared
-    from dfsu.unlearning.undo import _scrubbed_ids
+    from dfsu.unlearning.undo import scrubbed_ids
 
     directory, before = saved
     merges = json.loads((directory / "tokenizer.json").read_text())["model"]["merges"]
     assert tokenizer_merges(before) == merges
     tokens = scrub_candidates(before, [SECRET], PUBLIC, 4, merges)
-    ids = _scrubbed_ids(before, [SECRET], PUBLIC, 4)
+    ids = scrubbed_ids(before, [SECRET], PUBLIC, 4)
     assert ids and sorted(before.convert_ids_to_tokens(ids)) == sorted(tokens)
-    assert _scrubbed_ids(before, [SECRET], PUBLIC, 0) == []  # off
+    assert scrubbed_ids(before, [SECRET], PUBLIC, 0) == []  # off
     # the text the copy must read as before keeps its tokens: a value it holds loses none
-    assert _scrubbed_ids(before, [SECRET], [*PUBLIC, f"IBAN {SECRET}"], 4) == []
+    assert scrubbed_ids(before, [SECRET], [*PUBLIC, f"IBAN {SECRET}"], 4) == []

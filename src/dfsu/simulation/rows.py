@@ -29,8 +29,8 @@ UNLEARNED = (
     # undo: a shrunk copy distilled from the model; data-free (the values the leak estimate
     # confirms keep recitations out) and its oracle twin (the true values do)
     | {"undo": ("undo", "loop"), "undo-oracle": ("undo", "oracle")}
-    # reset: the MLP neurons that hold the values the leak estimate confirms reset and
-    # repaired, the owner's weights kept elsewhere; and its twin
+    # reset: what holds the values the leak estimate confirms (their own token rows, the MLP
+    # neurons scored highest) reset and repaired, the owner's weights kept elsewhere; its twin
     | {"reset": ("reset", "loop"), "reset-oracle": ("reset", "oracle")}
 )
 SOURCE_ROWS = [f"dfsu-{s}" for s in SOURCES]  # pscu on the pseudo-PII of another source

@@ -151,7 +151,7 @@ def distillation_texts(
     found: list[str] = []
     if recited or sampled or uu.scrub_chars:
         found = _found_values(cfg, owner, model, tokenizer, data, truth, device)
-    (kept, own), spotted = _value_free(cfg, owner, data, found, recited, sampled)
+    (kept, own), spotted = value_free(cfg, owner, data, found, recited, sampled)
     info(
         f"undo: {len(kept)} of {len(recited)} recitations, {len(own)} of {len(sampled)} own "
         "samples kept"
@@ -176,7 +176,7 @@ def _found_values(
     return _confirmed(cfg, owner, model, tokenizer, device)
 
 
-def _value_free(
+def value_free(
     cfg: Any, owner: Any, data: str, found: list[str], *groups: list[str]
 ) -> tuple[list[list[str]], list[str]]:
     """Each of ``groups`` with only its texts that hold none of the values ``found`` and, for
@@ -245,7 +245,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     marks = None
     if uu.memorized and samples:
         by = teacher if taught_by else None  # the owner's: its probabilities, read above
-        samples, marks = _recited_runs(uu, samples, owner_p, by, pad, device)
+        samples, marks = recited_runs(uu, samples, owner_p, by, pad, device)
         counts |= {"samples_reciting": len(samples), "tokens_taught": sum(map(sum, marks))}
     torch.manual_seed(cfg.seed)
     fresh = AutoModelForCausalLM.from_config(teacher.config)
@@ -260,7 +260,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     if uu.scrub_chars:  # the owner's text and the own samples the copy recites
         needed = public + owner.check_texts() + owner.report_texts()
         needed += [tokenizer.decode(row[1:]) for row in samples]
-    banned = _scrubbed_ids(tokenizer, found, needed, uu.scrub_chars, name, not taught_by)
+    banned = scrubbed_ids(tokenizer, found, needed, uu.scrub_chars, name, not taught_by)
     order = random.Random(f"undo-{cfg.seed}")
     log = _distil(student, teacher, blocks, rows, pad, uu, order, name, samples, marks, banned)
     student.eval()
@@ -283,7 +283,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     return final
 
 
-def _scrubbed_ids(
+def scrubbed_ids(
     tokenizer: Any,
     values: list[str],
     needed: list[str],
@@ -368,7 +368,7 @@ def stacked(rows: list[torch.Tensor], width: int) -> torch.Tensor:
     return out
 
 
-def _recited_runs(
+def recited_runs(
     uu: Any,
     samples: list[list[int]],
     owner_p: list[list[float]],

@@ -132,6 +132,17 @@ def private_records(cfg: RunConfig) -> list[PiiRecord]:
 # --------------------------------------------------------------------------- the stage
 
 
+def second_domain(cfg: RunConfig) -> tuple[list[str], list[str]]:
+    """(training, held-out) documents of the second domain (``corpus.second_domain``), a
+    domain the owner's public text never holds; both empty when it is off."""
+    trained = cfg.corpus.second_domain
+    if not trained:
+        return [], []
+    held = min(trained, cfg.corpus.eval_documents)
+    docs = generate_documents(trained + held, cfg.seed, second=True)
+    return docs[held:], docs[:held]
+
+
 def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
     """Stage: write RUN/data/ with the records, the injected training set and held-out data."""
     run = create_run_dir(run)
@@ -152,12 +163,7 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
                 f"corpus.eval_documents + 1 ({cfg.corpus.eval_documents + 1})"
             )
     eval_docs, train_docs = docs[: cfg.corpus.eval_documents], docs[cfg.corpus.eval_documents :]
-    second_eval: list[str] = []
-    if cfg.corpus.second_domain:  # a domain the owner's public text never holds
-        held = min(cfg.corpus.second_domain, cfg.corpus.eval_documents)
-        second = generate_documents(cfg.corpus.second_domain + held, seed, second=True)
-        second_eval, second_train = second[:held], second[held:]
-        train_docs = train_docs + second_train
+    second_train, second_eval = second_domain(cfg)
 
     n_nli = cfg.corpus.nli_train + cfg.corpus.nli_eval
     if cfg.corpus.nli_source:
@@ -171,7 +177,7 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
     if retain:
         groups = min(cfg.corpus.num_groups, len(retain))
         assign_retain_groups(retain, groups, cfg.corpus.exposure_step, seed)
-    train_rows = inject(train_docs, records, nli_train, seed, retain)
+    train_rows = inject(train_docs + second_train, records, nli_train, seed, retain)
     groups = Counter(r.meta["group"] for r in records)
     stats = {
         "records": len(records),

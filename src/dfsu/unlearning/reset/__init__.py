@@ -69,16 +69,8 @@ def reset_material(
     """What localizing and repairing read, all data-free for ``loop``: the (text before, value)
     pairs (``edit.forget_pairs``) and their rows, the values found, the public blocks, the own
     samples' recited runs and the ids given no mass (the scrub's tokens of the values)."""
-    from dfsu.evaluation.sampler import unprompted_samples
     from dfsu.unlearning.edit import forget_rows
-    from dfsu.unlearning.undo import (
-        SAMPLE_SEED,
-        SAMPLE_TOP_P,
-        _recited_runs,
-        _scrubbed_ids,
-        _value_free,
-        token_probabilities,
-    )
+    from dfsu.unlearning.undo import scrubbed_ids
 
     uu = cfg.unlearning.undo
     public = owner.public_texts()
@@ -92,24 +84,7 @@ def reset_material(
     if not rows:
         raise DfsuError("reset: no value to localize (the leak estimate confirmed none)")
     found = sorted({value.strip() for _, value in pairs if value.strip()})
-    sampled = []
-    if uu.samples:
-        sampled = unprompted_samples(
-            model,
-            tokenizer,
-            uu.samples,
-            uu.sample_tokens,
-            SAMPLE_TOP_P,
-            cfg.seed + SAMPLE_SEED,
-            device,
-            256,
-        )
-    (own,), spotted = _value_free(cfg, owner, data, found, sampled)
-    samples = [[eos, *tokenize(t)] for t in own]
-    marks: list = []
-    if samples and uu.memorized:
-        owner_p = token_probabilities(model, samples, pad, device)
-        samples, marks = _recited_runs(uu, samples, owner_p, None, pad, device)
+    own, spotted, samples, marks, drawn = _own_samples(cfg, owner, model, tokenizer, data, found)
     window = min(uu.block_size, getattr(model.config, "max_position_embeddings", uu.block_size))
     blocks = pack_documents([tokenize(t) for t in public], window, eos)
     # every kept own sample, not the reciting ones alone: what the model writes with no PII
@@ -117,7 +92,7 @@ def reset_material(
     needed = public + owner.check_texts() + owner.report_texts() + own
     values = sorted(set(found) | set(spotted))
     chars = cfg.unlearning.reset.token_chars
-    banned = _scrubbed_ids(tokenizer, values, needed, chars) if chars else []
+    banned = scrubbed_ids(tokenizer, values, needed, chars) if chars else []
     return {
         "contexts": contexts,
         "rows": rows,
@@ -130,12 +105,44 @@ def reset_material(
         "counts": {
             "pairs": len(pairs),
             "values_found": len(values),
-            "sampled": len(sampled),
+            "sampled": drawn,
             "samples_kept": len(own),
             "samples_reciting": len(marks),
             "banned": len(banned),
         },
     }
+
+
+def _own_samples(
+    cfg: Any, owner: Any, model: Any, tokenizer: Any, data: str, found: list[str]
+) -> tuple[list[str], list[str], list[list[int]], list, int]:
+    """The owner's model's own unprompted samples as ``undo`` draws them: (the texts kept, the
+    PII the annotator spotted in the rest, the kept ones' rows that recite and their marks
+    (``undo.recited_runs``), how many were drawn)."""
+    from dfsu.evaluation.sampler import unprompted_samples
+    from dfsu.unlearning.undo import (
+        SAMPLE_SEED,
+        SAMPLE_TOP_P,
+        recited_runs,
+        token_probabilities,
+        value_free,
+    )
+
+    uu, device = cfg.unlearning.undo, next(model.parameters()).device
+    sampled = []
+    if uu.samples:
+        seed = cfg.seed + SAMPLE_SEED
+        sampled = unprompted_samples(
+            model, tokenizer, uu.samples, uu.sample_tokens, SAMPLE_TOP_P, seed, device, 256
+        )
+    (own,), spotted = value_free(cfg, owner, data, found, sampled)
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id or 0
+    samples = [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in own]
+    marks: list = []
+    if samples and uu.memorized:
+        owner_p = token_probabilities(model, samples, pad, device)
+        samples, marks = recited_runs(uu, samples, owner_p, None, pad, device)
+    return own, spotted, samples, marks, len(sampled)
 
 
 def reset_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None = None) -> Path:
@@ -161,7 +168,7 @@ def reset_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         attribution_scores(model, material["rows"], material["pad"], device),
         projection_scores(model, value_tokens(material["rows"])),
         rc.score,
-    )
+    )  # localize
     std = float(getattr(model.config, "initializer_range", 0.02))
     budget, rounds, log, kept = rc.budget, [], [], None  # kept: (masks, entries) handed back
     for attempt in range(rc.rounds):
@@ -185,21 +192,11 @@ def reset_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         budget = min(1.0, budget * rc.widen)
     after = reading.perplexity(model)
     info(f"reset {name}: perplexity {before:.3f} -> {after:.3f}: {_stop_reason(rounds)}")
-    summary = lambda: UnlearnSummary.without_adapter(  # noqa: E731
-        cfg,
-        (before, after),
-        len(reading.checks),
-        rc.steps * len(rounds),
-        name=name,
-        method="reset",
-        data=data,
-        stop_reason=_stop_reason(rounds),
-        train_texts=len(material["blocks"]) + len(material["rows"]) + len(material["samples"]),
-        recited_retain_texts=len(material["samples"]),
-        seconds=round(time.time() - started, 1),
-        rule="the widest gate round within the perplexity bound",
-        distillation={"rounds": rounds, **material["counts"]},
-    )
+
+    def summary() -> UnlearnSummary:  # made once the model is saved (``saved_edit``)
+        seconds = time.time() - started
+        return _summary(cfg, name, data, (before, after), reading, rounds, material, seconds)
+
     return saved_edit(owner.paths.unlearned(name), model, tokenizer, log, summary)
 
 
@@ -241,6 +238,34 @@ class Reading:
             "within_bound": ppl <= before * (1 + cfg.unlearning.max_ppl_increase),
             "inside": (lens or 0) > rc.lens or (trace or 50) > rc.membership,
         }
+
+
+def _summary(
+    cfg: Any,
+    name: str,
+    data: str,
+    ppl: tuple[float, float],
+    reading: Reading,
+    rounds: list[dict],
+    material: dict,
+    seconds: float,
+) -> UnlearnSummary:
+    """summary.json of a reset row: perplexity before and after, each gate round, the counts."""
+    return UnlearnSummary.without_adapter(
+        cfg,
+        ppl,
+        len(reading.checks),
+        cfg.unlearning.reset.steps * len(rounds),
+        name=name,
+        method="reset",
+        data=data,
+        stop_reason=_stop_reason(rounds),
+        train_texts=len(material["blocks"]) + len(material["rows"]) + len(material["samples"]),
+        recited_retain_texts=len(material["samples"]),
+        seconds=round(seconds, 1),
+        rule="the widest gate round within the perplexity bound",
+        distillation={"rounds": rounds, **material["counts"]},
+    )
 
 
 def found_contexts(
