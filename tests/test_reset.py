@@ -125,7 +125,7 @@ def test_the_values_own_tokens_rows_are_reset_and_nothing_else(kind):
 
 
 def test_the_repairs_targets_give_the_values_no_mass():
-    from dfsu.unlearning.undo import NO_MASS
+    from dfsu.unlearning.teacher import NO_MASS
 
     target = torch.zeros(1, 3, 6)
     ids = torch.tensor([[0, 4, 5, 2]])

@@ -16,7 +16,8 @@ from dfsu.config import load_config
 from dfsu.errors import DfsuError
 from dfsu.stages.unlearn import unlearn
 from dfsu.unlearning.losses import binned, teacher_kl
-from dfsu.unlearning.undo import kept_texts, shrink_into, without
+from dfsu.unlearning.teacher import without
+from dfsu.unlearning.undo import kept_texts, shrink_into
 
 
 def test_teacher_kl_is_zero_on_the_teachers_distribution_and_reads_only_valid_positions():
@@ -393,6 +394,7 @@ def test_the_teachers_targets_on_the_public_blocks_are_computed_once_and_taught_
     import random
     from types import SimpleNamespace
 
+    import dfsu.unlearning.teacher as teacher_module
     import dfsu.unlearning.undo as undo
 
     torch.manual_seed(0)
@@ -400,10 +402,10 @@ def test_the_teachers_targets_on_the_public_blocks_are_computed_once_and_taught_
     uu = SimpleNamespace(steps=6, lr=1e-2, batch_size=3, temperature=0.7, top=0)
     blocks = [[1, 2, 3, 4, 5], [2, 3], [6, 5, 4, 3], [1, 1, 2]]  # unequal: padded batches
     trained = []
-    for budget in (undo.TEACHER_CACHE_BYTES, 0):  # cached, then run at every step
+    for budget in (teacher_module.TEACHER_CACHE_BYTES, 0):  # cached, then run at every step
         student, teacher.calls = copy.deepcopy(fresh), 0
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(undo, "TEACHER_CACHE_BYTES", budget)
+            mp.setattr(teacher_module, "TEACHER_CACHE_BYTES", budget)
             order = random.Random(3)
             log = undo._distil(student, teacher, blocks, [], 0, uu, order, "t", banned=[2])
         trained.append((student.table.weight.detach(), log, teacher.calls))

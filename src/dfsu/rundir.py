@@ -17,6 +17,7 @@ from typing import Any
 
 from dfsu.config import RunConfig, dump_config
 from dfsu.errors import DfsuError
+from dfsu.runlock import hold
 
 NAME_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]{0,99}")
 
@@ -36,13 +37,15 @@ def safe_name(name: str, what: str = "--name") -> str:
 
 
 def create_run_dir(path: str | Path) -> Path:
-    """Create RUN (and parents) with mode 0700; an existing RUN is tightened to 0700, and
-    the temporary files of staged writes that a dead process left in it are removed."""
+    """Create RUN (and parents) with mode 0700; an existing RUN is tightened to 0700, its lock
+    taken (``runlock.hold``), and the temporary files of staged writes that a dead process
+    left in it are removed."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise DfsuError(f"{path}: exists and is not a directory")
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path, 0o700)
+    hold(path)  # one writer per run directory (within a command's ``runlock.scope``)
     remove_stale_temps(path)
     return path
 
@@ -120,6 +123,11 @@ class RunPaths:
     def profile(self) -> Path:
         """RUN/profile.json: each stage's wall time, tokens and MFU."""
         return self.root / "profile.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        """RUN/checkpoints/: a long stage's training state while it runs (removed when done)."""
+        return self.root / "checkpoints"
 
     @property
     def results(self) -> Path:

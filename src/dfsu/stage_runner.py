@@ -24,11 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dfsu.components import profiling
+from dfsu.components import checkpoint, profiling
 from dfsu.config import RunConfig, config_to_dict, neutral_free
 from dfsu.errors import DfsuError
 from dfsu.owner import boundary, refused
 from dfsu.rundir import RunPaths, atomic_write_json, read_manifest
+from dfsu.runlock import hold
 from dfsu.stage_table import Recipe, StageDef, sealed, upstream_of
 from dfsu.ui import info
 
@@ -151,6 +152,7 @@ class Stages:
         keys: dict[str, str] | None = None,
         propagate: bool = True,
     ):
+        hold(run)  # one writer per run directory (within a command's ``runlock.scope``)
         self.cfg = cfg
         self.run = run
         self.force = force
@@ -183,7 +185,13 @@ class Stages:
         info(f"[bold]{name}[/bold]")
         started, counts = time.time(), profiling.snapshot()
         # A data-free stage runs behind the owner's boundary: RUN/data cannot be opened.
-        with boundary(refused(self.run, name) if sealed(stage, recipe) else [], name):
+        every = self.cfg.checkpoints
+        with (
+            boundary(refused(self.run, name) if sealed(stage, recipe) else [], name),
+            checkpoint.stage(
+                RunPaths(self.run).checkpoints, name, key, every.every_steps, every.every_minutes
+            ),
+        ):
             fn(ConfigView(self.cfg, name, stage.reads))  # type: ignore[arg-type]
         seconds = round(time.time() - started, 2)
         self.profile.measured(name, seconds, counts)
@@ -194,6 +202,7 @@ class Stages:
             done["made"] = uuid.uuid4().hex
         manifest.setdefault("stages", {})[name] = done
         atomic_write_json(self.path, manifest)
+        checkpoint.clear(RunPaths(self.run).checkpoints, name)
         self.timings[name] = seconds
         self.keys[name] = made_key(key, done)
         return self.keys[name]

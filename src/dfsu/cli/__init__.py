@@ -95,8 +95,16 @@ def main(argv: list[str] | None = None) -> int:
         handler = getattr(group, f"cmd_pii_{args.pii_command.replace('-', '_')}")
     else:
         handler = getattr(group, f"cmd_{args.command.replace('-', '_')}")
+    from dfsu import runlock
+    from dfsu.components.checkpoint import Stopped, stop_on_signals
+
     try:
-        return handler(args)
+        # One writer per run directory; Ctrl-C and SIGTERM end at a step, the state saved.
+        with runlock.scope(), stop_on_signals():
+            return handler(args)
+    except Stopped as exc:
+        print(f"dfsu: stopped at {exc.where}; the same command resumes", file=sys.stderr)
+        return exc.exit_code
     except DfsuError as exc:
         return _error(str(exc))
     except OSError as exc:  # an unwritable, read-only or full output (or an unreadable input)

@@ -62,6 +62,7 @@ __all__ = [
     "NO_NEUTRAL",
     "RECITE_BRANCHES",
     "SOURCES",
+    "CheckpointConfig",
     "CorpusConfig",
     "DataConfig",
     "DistillConfig",
@@ -94,6 +95,22 @@ __all__ = [
 
 
 @dataclass
+class CheckpointConfig:
+    """How often a long stage's training loop saves its state (RUN/checkpoints/); no stage's
+    key reads it, so changing it never redoes a stage."""
+
+    every_steps: int = _f(
+        0, "save every this many optimizer steps (0: by time alone)", bounds=(0, 10**9)
+    )
+    every_minutes: float = _f(
+        5.0, "save when this many minutes passed since the last save", bounds=(0.0, 10**6)
+    )
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, "checkpoints.")
+
+
+@dataclass
 class RunConfig:
     """Everything one run needs; saved as RUN/config.yaml."""
 
@@ -116,6 +133,9 @@ class RunConfig:
     )
     public: PublicConfig = field(
         default_factory=PublicConfig, metadata={"help": "the owner's public text"}
+    )
+    checkpoints: CheckpointConfig = field(
+        default_factory=CheckpointConfig, metadata={"help": "checkpoints inside long stages"}
     )
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer, T5ForConditionalGeneration
 
+from dfsu.components.checkpoint import Resumable
 from dfsu.components.models import cpu_bf16, load_causal_lm, pick_device
 from dfsu.components.profiling import track
 from dfsu.components.training import TrainLoop, warmup_cosine
@@ -119,19 +120,28 @@ def _fit(
     log: list[dict[str, Any]] = []
     step = 0
     loop.model.train()
-    with progress_bar(f"train inverter ({ic.positions})", total) as bar:
+    label = f"train inverter ({ic.positions})"
+    parts = {"model": inverter, "optimizer": loop.optimizer}
+    with Resumable("train", parts) as resume, progress_bar(label, total) as bar:
+        log = resume.log
+        bar.update(0, advance=resume.step)
         while step < total:
             order = list(range(len(labels_all)))
-            rng.shuffle(order)
+            rng.shuffle(order)  # replayed on resume: the same order from the same seed
             for start in range(0, len(order), ic.batch_size):
                 if step >= total:
                     break
+                if resume.skip(step):
+                    step += 1
+                    continue
                 lr = warmup_cosine(step, total, ic.lr, ic.warmup_steps, floor=0.1)
                 loop.set_lr(lr)
                 logged = loop.step([loop.shard(order[start : start + ic.batch_size])], loss_of)
                 step += 1
                 log.append({"step": step, "lr": lr, **logged})
                 bar.update(0, advance=1, info=f"loss {logged['loss']:.3f}")
+                resume.reached(step, log)
+        resume.finished()
     return log
 
 

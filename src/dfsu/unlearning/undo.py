@@ -57,6 +57,7 @@ from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
 from dfsu.stage_table import undo_teacher
 from dfsu.unlearning.result import UnlearnSummary
+from dfsu.unlearning.teacher import stacked, teacher_logits, teacher_targets
 from dfsu.unlearning.vocab import scrub_candidates, scrub_tokenizer, tokenizer_merges
 
 WARMUP = 20  # optimizer steps of linear warm-up, then linear decay to a twentieth
@@ -309,65 +310,6 @@ def scrubbed_ids(
     return tokenizer.convert_tokens_to_ids(sorted(tokens))
 
 
-def without(logits: torch.Tensor, ids: list[int]) -> torch.Tensor:
-    """``logits`` ([..., V]) with the ``ids`` set so far down that their softmax is 0 and the
-    KL against them stays finite (in place; returned)."""
-    if ids:
-        logits[..., ids] = NO_MASS
-    return logits
-
-
-NO_MASS = -1.0e9  # a banned token's logit: softmax 0, log-softmax finite
-
-# The teacher's logits on the public blocks are computed once and kept when they take at most
-# this many bytes (tiny: about 1.5 GB; each block is drawn about seven times over 900 steps).
-TEACHER_CACHE_BYTES = 4 * 2**30
-
-
-@torch.no_grad()
-def teacher_targets(
-    teacher: Any, blocks: list[list[int]], pad: int, temperature: float, banned: list[int]
-) -> list[torch.Tensor] | None:
-    """The teacher's next-token logits on each block ([len - 1, V]: divided by
-    ``temperature``, the ``banned`` ids given no mass), what ``_distil`` matches the copy to
-    at every draw of the block; None when they would take more than ``TEACHER_CACHE_BYTES``
-    (then each step runs the teacher on what it draws)."""
-    device = next(teacher.parameters()).device
-    positions = sum(len(b) - 1 for b in blocks)
-    out: list[torch.Tensor] = []
-    for start in range(0, len(blocks), CACHE_BATCH):
-        chunk = blocks[start : start + CACHE_BATCH]
-        tensors = collate(chunk, pad)
-        ids, mask = tensors["input_ids"].to(device), tensors["attention_mask"].to(device)
-        logits = teacher_logits(teacher, ids, mask, temperature, banned)
-        if positions * logits.shape[-1] * 4 > TEACHER_CACHE_BYTES:
-            return None
-        out += [logits[j, : len(b) - 1].clone() for j, b in enumerate(chunk)]
-    return out
-
-
-@torch.no_grad()
-def teacher_logits(
-    teacher: Any, ids: torch.Tensor, mask: torch.Tensor, temperature: float, banned: list[int]
-) -> torch.Tensor:
-    """The copy's target at each next token of ``ids``: the teacher's logits divided by
-    ``temperature``, the ``banned`` ids given no mass ([B, T - 1, V])."""
-    logits = teacher(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-    return without(logits / temperature, banned)
-
-
-CACHE_BATCH = 8  # blocks per forward of the teacher while its targets are cached (as a step)
-
-
-def stacked(rows: list[torch.Tensor], width: int) -> torch.Tensor:
-    """``rows`` ([n_i, V] each) stacked into [len(rows), width, V], zeros past each row's end
-    (positions the attention mask leaves out)."""
-    out = rows[0].new_zeros(len(rows), width, rows[0].shape[-1])
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return out
-
-
 def recited_runs(
     uu: Any,
     samples: list[list[int]],
@@ -397,6 +339,17 @@ def recited_runs(
     return kept
 
 
+def _optimizer(student: Any, uu: Any) -> tuple[Any, Any]:
+    """AdamW on every weight (one fused kernel on CPU and CUDA: 6x on CPU), warm-up then linear
+    decay to a twentieth."""
+    fused = next(student.parameters()).device.type in ("cpu", "cuda")
+    optimizer = torch.optim.AdamW(student.parameters(), lr=uu.lr, weight_decay=0.0, fused=fused)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / WARMUP) * max(0.05, 1 - s / uu.steps)
+    )
+    return optimizer, schedule
+
+
 def _distil(
     student: Any,
     teacher: Any,
@@ -414,19 +367,15 @@ def _distil(
     ``uu.temperature``: each on ``uu.batch_size`` blocks of public text, half as many
     recitations (``rows``) and half as many own samples (``samples``): with ``marks``, their
     own tokens at the marked positions alone (cross-entropy); without, each position's target
-    ``uu.hard`` the sampled token and the rest the teacher's; the ``banned`` ids (the tokens
-    scrubbed from the copy's tokenizer) given no mass in the teacher's. The teacher's targets
-    on the public blocks are computed once when they fit in memory (``teacher_targets``; the
-    same targets, a sixth less time on tiny). The log every 50 steps."""
+    ``uu.hard`` the sampled token and the rest the teacher's; the ``banned`` ids (scrubbed from
+    the copy's tokenizer) given no mass. The teacher's targets on the public blocks are computed
+    once when they fit in memory (``teacher_targets``). Resumable; the log every 50 steps."""
+    from dfsu.components.checkpoint import Resumable
     from dfsu.ui import progress_bar
     from dfsu.unlearning.losses import marked_ce, teacher_kl
 
     device = next(student.parameters()).device
-    fused = device.type in ("cpu", "cuda")  # one kernel for every tensor (the optimizer: 6x on CPU)
-    optimizer = torch.optim.AdamW(student.parameters(), lr=uu.lr, weight_decay=0.0, fused=fused)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / WARMUP) * max(0.05, 1 - s / uu.steps)
-    )
+    optimizer, schedule = _optimizer(student, uu)
 
     cached = teacher_targets(teacher, blocks, pad, uu.temperature, banned or [])
 
@@ -456,9 +405,12 @@ def _distil(
 
     half = max(1, uu.batch_size // 2)
 
-    log = []
-    with progress_bar(f"undo {name}", uu.steps) as bar:
+    parts = {"student": student, "optimizer": optimizer, "schedule": schedule, "order": order}
+    with Resumable("distil", parts) as resume, progress_bar(f"undo {name}", uu.steps) as bar:
+        log, _ = resume.log, bar.update(0, advance=resume.step)
         for step in range(uu.steps):
+            if resume.skip(step):  # the generator and the rest restored at the saved step
+                continue
             loss = public([order.randrange(len(blocks)) for _ in range(uu.batch_size)])
             if rows:  # half a batch of recitations beside the public text
                 loss = loss + kl([order.choice(rows) for _ in range(half)])
@@ -474,6 +426,8 @@ def _distil(
             bar.update(0, advance=1, info=f"kl {loss.item():.3f}")
             if step % 50 == 0 or step == uu.steps - 1:
                 log.append({"step": step + 1, "kl": round(loss.item(), 5)})
+            resume.reached(step + 1, log)
+        resume.finished()
     return log
 
 

@@ -20,6 +20,7 @@ import torch
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
 from dfsu.components.batches import collate, pack_documents
+from dfsu.components.checkpoint import Resumable
 from dfsu.components.models import causal_loss, cpu_bf16, load_causal_lm, pick_device
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import RunConfig, TargetConfig
@@ -209,14 +210,20 @@ def _fit(
         return loss, {"loss": loss}
 
     loop.model.train()
-    with progress_bar(label, total_steps) as bar:
+    parts = {"model": loop.unwrapped(), "optimizer": loop.optimizer}
+    with Resumable(label, parts) as resume, progress_bar(label, total_steps) as bar:
+        log = resume.log
+        bar.update(0, advance=resume.step)
         while step < total_steps:
             order = list(range(len(train_ids)))
-            rng.shuffle(order)
+            rng.shuffle(order)  # replayed on resume: the same order from the same seed
             blocks = pack_documents([train_ids[i] for i in order], tc.block_size, eos_id)
             for start in range(0, len(blocks), tc.batch_size):
                 if step >= total_steps:
                     break
+                if resume.skip(step):
+                    step += 1
+                    continue
                 lr = warmup_cosine(step, total_steps, tc.lr, tc.warmup_steps, tc.min_lr_ratio)
                 loop.set_lr(lr)
                 mine = loop.shard(blocks[start : start + tc.batch_size])
@@ -237,7 +244,9 @@ def _fit(
                     f" ppl {entry['eval_ppl']:.2f}" if "eval_ppl" in entry else ""
                 )
                 bar.update(0, advance=1, info=shown)
+                resume.reached(step, log)
             epoch += 1
+        resume.finished()
     return log
 
 

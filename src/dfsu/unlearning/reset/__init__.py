@@ -152,7 +152,7 @@ def reset_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     from dfsu.components.models import load_causal_lm, pick_device
     from dfsu.ui import info
     from dfsu.unlearning.edit import saved_edit
-    from dfsu.unlearning.undo import teacher_targets
+    from dfsu.unlearning.teacher import teacher_targets
 
     rc, device, started = cfg.unlearning.reset, pick_device(cfg.target.device), time.time()
     model, tokenizer = load_causal_lm(owner.model)

@@ -42,7 +42,7 @@ class Repair(NamedTuple):
         the record, and matching it there taught the values back (membership 69 -> 75 on a
         tuning run). Every target of a step is read before the student's forward passes: the
         swap writes into the weights they use."""
-        from dfsu.unlearning.undo import NO_MASS, stacked, teacher_logits
+        from dfsu.unlearning.teacher import NO_MASS, stacked, teacher_logits
 
         device, pad = next(self.model.parameters()).device, self.material["pad"]
         tensors = collate(batch, pad)
@@ -107,6 +107,7 @@ def repair(job: Repair, order: random.Random, name: str) -> list[dict[str, Any]]
     model matched with the values given no mass (``Repair.loss``). The teacher's targets on the
     public blocks are ``material["cached"]`` when there (the owner's, read before the reset),
     else read with the originals swapped in. The log every 50 steps."""
+    from dfsu.components.checkpoint import Resumable
     from dfsu.ui import progress_bar
 
     model, masks, rc = job.model, job.masks, job.rc
@@ -118,10 +119,16 @@ def repair(job: Repair, order: random.Random, name: str) -> list[dict[str, Any]]
         hooks.append(params[key].register_hook(lambda grad, m=mask: grad * m))
     optimizer = torch.optim.AdamW([params[k] for k in masks], lr=rc.lr, weight_decay=0.0)
     cached = job.material.get("cached")
-    log = []
+    parts = {"model": model, "optimizer": optimizer, "order": order}
     try:
-        with progress_bar(f"reset {name}: repair", rc.steps) as bar:
+        with (
+            Resumable(f"repair-{name}", parts) as resume,
+            progress_bar(f"reset {name}: repair", rc.steps) as bar,
+        ):
+            log, _ = resume.log, bar.update(0, advance=resume.step)
             for step in range(rc.steps):
+                if resume.skip(step):  # the generator and the rest restored at the saved step
+                    continue
                 loss = job.loss(order, cached)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -129,6 +136,8 @@ def repair(job: Repair, order: random.Random, name: str) -> list[dict[str, Any]]
                 bar.update(0, advance=1, info=f"loss {loss.item():.3f}")
                 if step % 50 == 0 or step == rc.steps - 1:
                     log.append({"step": step + 1, "loss": round(loss.item(), 5)})
+                resume.reached(step + 1, log)
+            resume.finished()
     finally:
         for hook in hooks:
             hook.remove()
