@@ -219,3 +219,22 @@ def test_a_full_disk_in_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatc
         assert caught.value.filename == str(tmp_path / "toy-stage.toy.pt")
         assert torch.load(tmp_path / "toy-stage.toy.pt", weights_only=True)["step"] == 5
         assert [p.name for p in tmp_path.iterdir()] == ["toy-stage.toy.pt"]
+
+
+def test_a_second_forget_on_the_same_out_is_refused_before_the_model_loads(
+    trained_micro_run, tmp_path, capsys
+):
+    _, run = trained_micro_run
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"stages": {}}')  # an earlier forget's OUT
+    proc = _holder(out)
+    try:
+        argv = ["--quiet", "forget", "--model", str(run / "target"), "--out", str(out)]
+        assert main([*argv, *MICRO]) == 2
+        err = capsys.readouterr().err
+        assert f"in use by another dfsu command (PID {proc.pid}" in err
+        assert sorted(p.name for p in out.iterdir()) == [".lock", "manifest.json"]
+    finally:
+        proc.kill()
+        proc.wait()

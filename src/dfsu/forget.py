@@ -44,6 +44,7 @@ from dfsu.rundir import (
     save_config,
     staged_dir,
 )
+from dfsu.runlock import hold
 from dfsu.stage_table import Recipe, undo_teacher
 from dfsu.stages.seal import seal_public
 
@@ -86,6 +87,7 @@ def check_out(out: str | Path) -> Path:
         raise DfsuError(f"--out {out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not RunPaths(out).manifest.is_file():
         raise DfsuError(f"--out {out}: a non-empty directory that no `dfsu forget` wrote")
+    hold(out)  # an OUT another forget is writing: refused now, before the model is loaded
     return out
 
 
