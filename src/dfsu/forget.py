@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dfsu.components.layout import Layout, layout_of, write_like
 from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.forget_page import write_forget_report
@@ -169,8 +170,10 @@ def forget(
             lambda c: measure_attacks(c, owner, merged, path, attacked, probes, paths.eval(name)),
         )
         measured["attacks"] = json.loads(path.read_text())
-    publish(unlearned, out)
+    like = layout_of(model)
+    publish(unlearned, out, like)
     summary = forget_summary(cfg, model, method, measured, unlearned, show_pii)
+    summary["merged_as"] = {"dtype": like.dtype, "shards": like.shards}
     summary["seconds"] = round(time.time() - started, 1)
     atomic_write_json(paths.summary, summary)
     write_forget_report(paths.report, summary)
@@ -395,12 +398,16 @@ def _link_or_copy(src: str, dst: str) -> str:
     return dst
 
 
-def publish(unlearned: Path, out: Path) -> None:
+def publish(unlearned: Path, out: Path, like: Layout) -> None:
     """OUT/merged and OUT/adapter from the kept unlearning, each replaced whole (an
-    unlearning with no adapter, the undo copy, leaves no OUT/adapter)."""
+    unlearning with no adapter, the undo copy, leaves no OUT/adapter). OUT/merged is written
+    as the owner's checkpoint lies (``like``: its dtype and shards; ``layout.write_like``)."""
     for part in ("merged", "adapter"):
         if not (unlearned / part).is_dir():
             shutil.rmtree(out / part, ignore_errors=True)
             continue
         with staged_dir(out / part) as tmp:
+            if part == "merged" and (like.dtype != "float32" or like.sharded):
+                write_like(unlearned / part, tmp, like)
+                continue
             shutil.copytree(unlearned / part, tmp, dirs_exist_ok=True, copy_function=_link_or_copy)

@@ -18,9 +18,10 @@ def add_forget_parser(sub: Any) -> None:
         "forget",
         help="the model owner's command: unlearn the PII a local model leaks, with no data",
         description="Unlearn the PII a local causal LM leaks, reading nothing but the model "
-        "and public text: OUT/merged (safetensors + tokenizer; with --method undo, the default, "
-        "a new model), OUT/adapter (PEFT; the LoRA methods), OUT/summary.json, OUT/report.html. "
-        "Resumable: the same command goes on where it stopped.",
+        "and public text: OUT/merged (safetensors + tokenizer, in your checkpoint's dtype and "
+        "shards; with --method undo, the default, a new model), OUT/adapter (PEFT; the LoRA "
+        "methods), OUT/summary.json, OUT/report.html. Resumable: the same command goes on "
+        "where it stopped.",
     )
     fg.add_argument("--model", required=True, help="local Hugging Face causal LM directory")
     fg.add_argument("--out", required=True, help="output directory (created 0700)")
@@ -76,6 +77,14 @@ def add_forget_parser(sub: Any) -> None:
         metavar="STAGE",
         help="redo a stage even if up to date, and the stages built on it (e.g. unlearn:dfsu-loop)",
     )
+    fg.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default=None,
+        help="where the models compute (target.device; auto: the GPU when there is one); the "
+        "weights are computed in float32 (bf16 autocast on a GPU) and OUT/merged is written "
+        "in your checkpoint's dtype and shards",
+    )
     fg.add_argument("--show-pii", action="store_true", help="true values in the outputs")
     add_config_args(fg)
 
@@ -91,6 +100,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
     extra = list(args.overrides)
     if args.public:
         extra.append("public.files=[" + ",".join(json.dumps(p) for p in args.public) + "]")
+    if args.device:
+        extra.append(f"target.device={args.device}")
     if args.keep:
         extra += [f"synthesis.keep={args.keep}", f"leak.keep={args.keep}"]
     if args.prompts:

@@ -37,7 +37,11 @@ def require_safetensors(path: Path, weights: str) -> None:
         return
     pickled = sorted(p.name for p in path.glob("*.bin"))
     found = (
-        f" (found {', '.join(pickled[:3])}: pickled weights are never loaded)" if pickled else ""
+        f" (found {', '.join(pickled[:3])}: pickled weights are never loaded; where you trust "
+        "the file, AutoModelForCausalLM.from_pretrained(DIR).save_pretrained(NEW) writes "
+        "safetensors)"
+        if pickled
+        else ""
     )
     raise DfsuError(f"{path}: no {weights} weights; safetensors is required{found}")
 
