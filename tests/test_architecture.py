@@ -283,3 +283,16 @@ def test_the_stage_table_alone_names_a_stages_outputs():
                 if isinstance(arg, ast.List | ast.Tuple) and _names_a_run_path(arg):
                     offenders.append(f"{name}:{node.lineno} {_call_name(node)}(...)")
     assert not offenders, offenders
+
+
+def test_every_dependency_is_pinned():
+    """A fresh install resolves the versions the recorded figures were measured with (a range
+    let one resolve others and move an unlearned row of the demo by points)."""
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    required = (
+        project["project"]["dependencies"] + project["project"]["optional-dependencies"]["dev"]
+    )
+    loose = [r for r in required if "==" not in r]
+    assert not loose, loose

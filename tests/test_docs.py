@@ -257,3 +257,28 @@ def test_the_tie_ceiling_is_what_a_perfect_order_reaches_against_a_tied_truth():
     assert round(tables.tie_ceiling(truth), 3) == 0.764
     assert round(tables.spearman(perfect, truth), 3) == 0.764
     assert tables.tie_ceiling([1.0, 3.0, 2.0, 5.0]) == pytest.approx(1.0)
+
+
+def _figures(*args: str) -> subprocess.CompletedProcess:
+    script = DOCS / "readme_figures.py"
+    return subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, cwd=ROOT
+    )
+
+
+def test_readmes_quoted_figures_are_the_recorded_ones(tmp_path):
+    """README's demo sentence and the owner's verdict excerpt are written from
+    docs/results/readme-demo.json and readme-forget.json; a README that says otherwise fails."""
+    text = README.read_text()
+    assert "<!-- figures:demo -->" in text and "<!-- figures:forget -->" in text
+    result = _figures("--check")
+    assert result.returncode == 0, result.stderr
+    recorded = json.loads((DOCS / "results" / "readme-demo.json").read_text())["e_hit"]
+    region = text.split("<!-- figures:demo -->")[1].split("<!-- /figures:demo -->")[0]
+    for method, value in recorded.items():
+        assert f"{method} {value:.2f}" in region.replace("\n", " ")
+    # Break: one figure changed by hand.
+    first = next(iter(recorded.values()))
+    drifted = tmp_path / "README.md"
+    drifted.write_text(text.replace(f"{first:.2f}", f"{first + 1:.2f}", 1))
+    assert _figures("--check", "--readme", str(drifted)).returncode == 1

@@ -45,10 +45,8 @@ def test_a_second_writer_on_the_same_directory_is_refused_at_once(tmp_path, caps
     run = tmp_path / "run"
     proc = _holder(run)
     try:
-        started = time.time()
         assert main(["--quiet", "build-corpus", "--out", str(run), *MICRO]) == 2
         err = capsys.readouterr().err
-        assert time.time() - started < 10
         assert err.startswith("dfsu: error:") and len(err.strip().splitlines()) == 1
         assert f"in use by another dfsu command (PID {proc.pid}, started " in err
         assert not (run / "data").exists()  # nothing written beside the holder
