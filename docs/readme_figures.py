@@ -2,11 +2,11 @@
 
     python docs/readme_figures.py                      # rewrite README's figure regions
     python docs/readme_figures.py --check              # exit 1 when README disagrees
-    python docs/readme_figures.py --record-demo RUN    # docs/results/readme-demo.json
-    python docs/readme_figures.py --record-forget OUT  # docs/results/readme-forget.json
+    python docs/readme_figures.py --record-demo RUN    # docs/results/readme/demo.json
+    python docs/readme_figures.py --record-forget OUT  # docs/results/readme/forget.json
 
 A region ``<!-- figures:NAME -->`` ... ``<!-- /figures:NAME -->`` of README.md is written from
-docs/results/readme-NAME.json: ``demo`` (the quick start's sentence: the demo's E-Hit rows and
+docs/results/readme/NAME.json: ``demo`` (the quick start's sentence: the demo's E-Hit rows and
 stage seconds) and ``forget`` (the owner's verdict excerpt, rendered by the code `dfsu forget`
 prints it with). A recording keeps the commit, the date and what ran beside it (``--note``).
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
-RESULTS = HERE / "results"
+RESULTS = HERE / "results" / "readme"
 REGION = re.compile(r"<!-- figures:(?P<name>\w+) -->\n.*?<!-- /figures:(?P=name) -->", re.DOTALL)
 # The verdict rows the README's excerpt shows (a measure's name starts with one of these).
 EXCERPT = ("values given back", "PII-free texts", "lens", "membership", "after relearn")
@@ -75,7 +75,7 @@ def render_demo(data: dict) -> str:
         f"tagger {part('tagger'):.0f} s, inverter {part('inverter'):.0f} s, pseudo-PII "
         f"{part('synthesize', 'annotate'):.0f} s, the oracle and dfsu rows "
         f"{part('unlearn'):.0f} s, three evaluations {part('evaluate'):.0f} s); its rows read "
-        f"E-Hit {rows} (docs/results/readme-demo.json)."
+        f"E-Hit {rows} (docs/results/readme/demo.json)."
     )
     return textwrap.fill(text, 95)
 
@@ -92,7 +92,12 @@ def render_forget(data: dict) -> str:
             m, b, a, r = row["measure"], row["before"], row["after"], row["reading"]
             lines.append(f" {m:<31} {b:<11} {a:<8} {r}")
     body = "\n".join(f"   {line}".rstrip() for line in lines)
-    return f"   ```text\n{body}\n   ```"
+    made = data["provenance"]
+    took = (
+        f"   `dfsu forget` took {made['seconds']:.0f} s ({made['note']}; commit {made['commit']}, "
+        f"{made['date']}; docs/results/readme/forget.json)."
+    )
+    return f"   ```text\n{body}\n   ```\n{took}"
 
 
 RENDER = {"demo": render_demo, "forget": render_forget}
@@ -101,7 +106,7 @@ RENDER = {"demo": render_demo, "forget": render_forget}
 def updated(text: str) -> str:
     def region(match: re.Match) -> str:
         name = match["name"]
-        path = RESULTS / f"readme-{name}.json"
+        path = RESULTS / f"{name}.json"
         if not path.is_file():
             raise SystemExit(f"error: {path}: missing (record it: --record-{name})")
         body = RENDER[name](json.loads(path.read_text()))
@@ -123,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         ("forget", args.record_forget, record_forget),
     ):
         if source is not None:
-            path = RESULTS / f"readme-{name}.json"
+            path = RESULTS / f"{name}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record(source, args.note), indent=2) + "\n")
             print(f"recorded {path}")
     text = args.readme.read_text()
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         if new != text:
             print(
-                f"{args.readme}: its figures disagree with docs/results/readme-*.json: run "
+                f"{args.readme}: its figures disagree with docs/results/readme/*.json: run "
                 "python docs/readme_figures.py",
                 file=sys.stderr,
             )

@@ -268,12 +268,12 @@ def _figures(*args: str) -> subprocess.CompletedProcess:
 
 def test_readmes_quoted_figures_are_the_recorded_ones(tmp_path):
     """README's demo sentence and the owner's verdict excerpt are written from
-    docs/results/readme-demo.json and readme-forget.json; a README that says otherwise fails."""
+    docs/results/readme/demo.json and forget.json; a README that says otherwise fails."""
     text = README.read_text()
     assert "<!-- figures:demo -->" in text and "<!-- figures:forget -->" in text
     result = _figures("--check")
     assert result.returncode == 0, result.stderr
-    recorded = json.loads((DOCS / "results" / "readme-demo.json").read_text())["e_hit"]
+    recorded = json.loads((DOCS / "results" / "readme" / "demo.json").read_text())["e_hit"]
     region = text.split("<!-- figures:demo -->")[1].split("<!-- /figures:demo -->")[0]
     for method, value in recorded.items():
         assert f"{method} {value:.2f}" in region.replace("\n", " ")
