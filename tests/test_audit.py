@@ -202,7 +202,7 @@ def test_audit_attacks_read_the_unlearned_model_again_after_each(unlearned_run, 
     assert set(leak["attacks"]) == {"quant:4", "relearn:2"}
     after = leak["estimates"]["unlearned"]["consistent"]
     for label, got in leak["attacks"].items():
-        assert got["consistent"] >= 0 and isinstance(got["survived"], bool)
+        assert isinstance(got["survived"], bool)
         assert got["words"].startswith(f"{label}: leak {after} -> {got['consistent']}")
         first = leak["estimates"][next(iter(leak["models"]))]["consistent"]
         assert ("probe" in got) == (first > 0)  # the first model's values, replayed

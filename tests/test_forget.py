@@ -136,20 +136,19 @@ def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     assert depth["tokens"] > 0 and depth["pairs"] > 0, depth
     assert depth["membership_auc"]["before"] >= 80 and depth["lens_middle"]["before"] > 0, depth
     assert depth["words"].startswith("depth: the logit lens ranks"), depth["words"]
-    assert depth["before"]["seconds"] < 30 and depth["after"]["seconds"] < 30
     # The owner's attacks, read with the leak estimate, in numbers and in words.
     assert set(summary["attacks"]) == {"quant:4", "relearn:20"}
     for label, attack in summary["attacks"].items():
-        assert attack["consistent"] >= 0 and label in attack["words"]
+        assert label in attack["words"]
         assert ("held" in attack["words"]) == attack["survived"]
         if attack["survived"]:  # never a plain "held" while the values are still inside
             assert ("at the output only" in attack["words"]) == depth["held_inside"]
-        assert attack["returned_pct"] >= 0 and f"{attack['returned_pct']:.0f} %" in attack["words"]
+        assert f"{attack['returned_pct']:.0f} %" in attack["words"]
         # The probe: the original's values (the same report draw as "before", read again),
         # replayed at their own prefixes on the unlearned model and on the attacked one.
         probe = attack["probe"]
         assert probe["values"] == summary["leak"]["before"]["consistent"] > 0, probe
-        assert 0 <= probe["unlearned"] < probe["values"] and probe["attacked"] >= 0
+        assert 0 <= probe["unlearned"] < probe["values"] and probe["attacked"] <= probe["values"]
         assert probe["unlearned"] == leak["probe"]["after"]["given_back"]  # one replay
         assert f"of the {probe['values']} values it gave back before" in attack["words"]
     # The truth: the unlearned model emits at most half the private values the original did.

@@ -8,13 +8,13 @@ import errno
 import json
 import os
 import shutil
-import time
 import typing
 
 import pytest
 from conftest import MICRO
 
 from dfsu.cli import build_parser, main
+from dfsu.components import profiling
 from dfsu.config import MAX_SEED, RunConfig, load_config
 from dfsu.errors import DfsuError
 
@@ -64,7 +64,6 @@ def test_an_int_config_value_out_of_its_range_names_key_and_range(key, lo, hi):
 
 
 def test_lora_rank_and_seed_beyond_their_ranges_fail_at_parse_time(capsys):
-    started = time.time()
     assert main(["config", "--config", "tiny", "unlearning.lora_r=100000000"]) == 2
     err = one_line_error(capsys)
     assert "unlearning.lora_r" in err and "[1, 1024]" in err and "100000000" in err
@@ -73,7 +72,6 @@ def test_lora_rank_and_seed_beyond_their_ranges_fail_at_parse_time(capsys):
     assert "config: seed:" in err and f"[0, {MAX_SEED}]" in err
     assert main(["config", "--config", "tiny", "evaluation.prefix=tokens:99999999999"]) == 2
     assert "evaluation.prefix" in one_line_error(capsys)
-    assert time.time() - started < 10
 
 
 def test_every_int_flag_of_the_cli_is_bounded():
@@ -146,10 +144,9 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path, capsys):
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(alias_bomb(10))
     assert len(bomb.read_bytes()) < 2000
-    started = time.time()
     assert main(["config", "--config", str(bomb)]) == 2
     err = one_line_error(capsys)
-    assert time.time() - started < 5 and len(err) < 300
+    assert len(err) < 300
     assert str(bomb) in err and "aliases" in err
     with pytest.raises(DfsuError, match="aliases"):
         load_config("tiny", ["seed=[&a [1, 2], *a]"])
@@ -207,12 +204,11 @@ UNWRITABLE = "/proc/dfsu-nowhere/out"
 )
 def test_an_unwritable_output_is_a_one_line_error(tmp_path, capsys, argv):
     argv = [str(records_file(tmp_path)) if a == "ROWS" else a for a in argv]
-    build_parser()  # every command group imported: the clock times the command, not imports
-    started = time.time()
+    before = profiling.snapshot()
     assert main(["--quiet", *argv]) == 2
     err = one_line_error(capsys)
     assert "/proc/dfsu-nowhere" in err
-    assert time.time() - started < 10  # refused before the work
+    assert profiling.snapshot() == before  # refused before the work: no model ran
 
 
 def enospc(*args, **kwargs):
@@ -246,11 +242,11 @@ def test_evaluate_refuses_a_directory_out_before_any_work(trained_micro_run, tmp
     _, run = trained_micro_run
     out = tmp_path / "result"
     out.mkdir()
-    started = time.time()
+    before = profiling.snapshot()
     args = ["--quiet", "evaluate", "--model", str(run / "target"), "--run", str(run)]
     assert main([*args, "--out", str(out)]) == 2
     err = one_line_error(capsys)
-    assert f"{out}: is a directory" in err and time.time() - started < 5
+    assert f"{out}: is a directory" in err and profiling.snapshot() == before
     assert sorted(os.listdir(tmp_path)) == ["result"]
     assert main([*args, "--out", "/proc/dfsu-nowhere/e.json"]) == 2
     assert "/proc/dfsu-nowhere" in one_line_error(capsys)

@@ -194,7 +194,7 @@ def measure(
     on the held-out report documents and the share of the draw's samples the model as given
     finds garbled (``evaluation.garbled``), on the draw and on the probe's replayed prefixes
     (where the model as given leaked), of one model -> ``path``."""
-    from dfsu.components.models import load_causal_lm, pick_device
+    from dfsu.components.models import held_dtype, load_causal_lm, pick_device
     from dfsu.evaluation.depth import owner_depth
     from dfsu.evaluation.garbled import garbled
     from dfsu.evaluation.leak import leak_meter, shown
@@ -202,7 +202,8 @@ def measure(
     from dfsu.evaluation.utility import perplexity
 
     device = pick_device(cfg.target.device)
-    model, tokenizer = load_causal_lm(model_dir)
+    held = held_dtype(cfg.target.dtype, device)
+    model, tokenizer = load_causal_lm(model_dir, dtype=held)
     model.to(device).eval()
     texts = owner.report_texts()
     meter = leak_meter(cfg, owner, tokenizer, "report")
@@ -233,7 +234,7 @@ def measure(
     }
     if not as_given:  # one model in memory at a time: the model as given reads the samples
         del model
-        model, tokenizer = load_causal_lm(owner.model)
+        model, tokenizer = load_causal_lm(owner.model, dtype=held)
         model.to(device).eval()
     result["leak_estimate"]["garbled"] = garbled(
         model, tokenizer, draw.prefixes, draw.generations, device
@@ -279,7 +280,7 @@ def _own_samples(
     once per process, kept in ``probes``; by ``model`` itself when it is the model as given),
     read by ``model``: its mean token NLL per sample (``forget_report.own_samples_view``
     compares two models sample by sample); None when ``leak.own_samples`` is 0."""
-    from dfsu.components.models import load_causal_lm
+    from dfsu.components.models import held_dtype, load_causal_lm
     from dfsu.evaluation.sampler import unprompted_samples
     from dfsu.evaluation.utility import suffix_nll
     from dfsu.pii.annotators import pii_free
@@ -288,7 +289,10 @@ def _own_samples(
     if not n:
         return None
     if "own" not in probes:
-        given, given_tokenizer = (model, tokenizer) if as_given else load_causal_lm(owner.model)
+        held = held_dtype(cfg.target.dtype, device)
+        given, given_tokenizer = (
+            (model, tokenizer) if as_given else load_causal_lm(owner.model, dtype=held)
+        )
         given.to(device).eval()
         seed = cfg.seed + OWN_SEED
         drawn = unprompted_samples(given, given_tokenizer, n, OWN_TOKENS, 0.95, seed, device)
@@ -355,12 +359,12 @@ def measure_attacks(
     same draw, read again) come back at their own prefixes -> ``path``. The probe's replay
     on the unattacked model is read from its evaluation (``evaluated``, written by
     ``measure``: the same model, probe and seeds)."""
-    from dfsu.components.models import load_causal_lm, pick_device
+    from dfsu.components.models import held_dtype, load_causal_lm, pick_device
     from dfsu.evaluation.attacks import leak_under_attacks
     from dfsu.evaluation.leak import leak_meter
 
     device = pick_device(cfg.target.device)
-    model, tokenizer = load_causal_lm(model_dir)
+    model, tokenizer = load_causal_lm(model_dir, dtype=held_dtype(cfg.target.dtype, device))
     model.to(device).eval()
     meter = leak_meter(cfg, owner, tokenizer, "report")
     probe = _probe(meter, owner, device, probes)
@@ -377,13 +381,14 @@ def _probe(meter: Any, owner: Owner, device: Any, probes: dict, draw: Any = None
     in ``probes["contexts"]``, the text each came back after): from ``draw`` (its own, just
     made) or ``probes`` (this process's earlier measurement), else drawn now. Never written:
     OUT holds no leaked value in the clear."""
-    from dfsu.components.models import load_causal_lm
+    from dfsu.components.models import held_dtype, load_causal_lm
     from dfsu.evaluation.depth import value_contexts
     from dfsu.evaluation.probe import value_prompts
 
     if "probe" not in probes:
         if draw is None:
-            model, tokenizer = load_causal_lm(owner.model)
+            held = held_dtype(meter.cfg.target.dtype, device)
+            model, tokenizer = load_causal_lm(owner.model, dtype=held)
             draw = meter(model.to(device).eval(), tokenizer, device)
         probes["probe"] = value_prompts(draw, meter.cfg.leak.min_count)
         probes["contexts"] = value_contexts(draw, meter.cfg.leak.min_count)

@@ -62,7 +62,8 @@ class ConfigView:
 
 
 class Profile:
-    """RUN/profile.json: per stage, wall seconds, tokens through the models and tokens/s, and
+    """RUN/profile.json: per stage, wall seconds, tokens through the models and tokens/s, the
+    peak resident memory (``peak_rss_gib``; ``peak_cuda_gib`` on a GPU), and
     for training stages the achieved matmul FLOP/s against this process's measured matmul
     rate (MFU). Stages that were up to date keep the entry of the run that computed them."""
 
@@ -94,9 +95,12 @@ class Profile:
         now = profiling.snapshot()
         tokens, train_tokens = now.tokens - before.tokens, now.train_tokens - before.train_tokens
         entry: dict[str, Any] = {"seconds": seconds, "computed": True, "tokens": tokens}
+        entry |= {f"peak_{kind}_gib": gib for kind, gib in profiling.peak_memory().items()}
         entry["tokens_per_s"] = round(tokens / seconds, 1) if seconds > 0 and tokens else None
+        flops = now.flops - before.flops
+        if flops:  # forward passes everywhere, backward passes where a stage trains
+            entry |= {"flops": flops, "flops_per_s": flops / max(seconds, 1e-9)}
         if train_tokens:
-            flops = now.flops - before.flops
             bf16 = now.cpu_bf16_flops - before.cpu_bf16_flops
             # MFU: the time the matmuls would take at the measured rate of the dtype each
             # ran in, over the time they took.
@@ -104,12 +108,7 @@ class Profile:
             if bf16:
                 ideal += bf16 / self._bf16_rate()["flops_per_s"]
                 entry["cpu_bf16_flops"] = bf16
-            entry |= {
-                "train_tokens": train_tokens,
-                "flops": flops,
-                "flops_per_s": flops / max(seconds, 1e-9),
-                "mfu": round(ideal / max(seconds, 1e-9), 4),
-            }
+            entry |= {"train_tokens": train_tokens, "mfu": round(ideal / max(seconds, 1e-9), 4)}
         self.stages[name] = entry
         self._write()
 
@@ -184,6 +183,7 @@ class Stages:
             return key
         info(f"[bold]{name}[/bold]")
         started, counts = time.time(), profiling.snapshot()
+        profiling.reset_peak()
         # A data-free stage runs behind the owner's boundary: RUN/data cannot be opened.
         every = self.cfg.checkpoints
         with (

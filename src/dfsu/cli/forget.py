@@ -81,9 +81,16 @@ def add_forget_parser(sub: Any) -> None:
         "--device",
         choices=["auto", "cpu", "cuda"],
         default=None,
-        help="where the models compute (target.device; auto: the GPU when there is one); the "
-        "weights are computed in float32 (bf16 autocast on a GPU) and OUT/merged is written "
-        "in your checkpoint's dtype and shards",
+        help="where the models compute (target.device; auto: the GPU when there is one); "
+        "OUT/merged is written in your checkpoint's dtype and shards",
+    )
+    fg.add_argument(
+        "--dtype",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        default=None,
+        help="the dtype the models that do not train are held in (target.dtype; auto: bfloat16 "
+        "on a GPU that computes it, float32 elsewhere); what trains stays float32. bfloat16 "
+        "halves the memory of a model read on a CPU",
     )
     fg.add_argument("--show-pii", action="store_true", help="true values in the outputs")
     add_config_args(fg)
@@ -102,6 +109,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
         extra.append("public.files=[" + ",".join(json.dumps(p) for p in args.public) + "]")
     if args.device:
         extra.append(f"target.device={args.device}")
+    if args.dtype:
+        extra.append(f"target.dtype={args.dtype}")
     if args.keep:
         extra += [f"synthesis.keep={args.keep}", f"leak.keep={args.keep}"]
     if args.prompts:

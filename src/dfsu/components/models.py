@@ -66,9 +66,11 @@ def causal_loss(model: Any) -> Any:
     return model
 
 
-def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[Any, Any]:
-    """Model (float32) + tokenizer from a local directory; a clear error when it is not a
-    causal LM."""
+def load_causal_lm(
+    path: str | Path, trust_remote_code: bool = False, dtype: torch.dtype = torch.float32
+) -> tuple[Any, Any]:
+    """Model (float32, or ``dtype`` for a model that does not train: ``held_dtype``) +
+    tokenizer from a local directory; a clear error when it is not a causal LM."""
     path = Path(path)
     if not path.is_dir():
         raise DfsuError(f"{path}: not a model directory")
@@ -78,10 +80,10 @@ def load_causal_lm(path: str | Path, trust_remote_code: bool = False) -> tuple[A
         raise DfsuError(f"{path}: no readable model config ({str(exc).splitlines()[0]})") from None
     require_safetensors(path, "*.safetensors")
     try:
-        # float32 whatever the checkpoint's dtype: half precision is computed by autocast
-        # (bf16 on a GPU); a float16 load on a CPU ran `dfsu forget` 4.7x slower
+        # float32 whatever the checkpoint's dtype unless asked: half precision is computed by
+        # autocast (bf16 on a GPU); a float16 load on a CPU ran `dfsu forget` 4.7x slower
         model = AutoModelForCausalLM.from_pretrained(
-            path, use_safetensors=True, trust_remote_code=trust_remote_code, dtype=torch.float32
+            path, use_safetensors=True, trust_remote_code=trust_remote_code, dtype=dtype
         )
     except ValueError as exc:
         kind = getattr(config, "model_type", "?")
@@ -165,6 +167,33 @@ def pick_device(name: str) -> torch.device:
             raise DfsuError(f"device: {name}: this machine has {torch.cuda.device_count()} GPUs")
         return torch.device("cuda" if name == "auto" else name)
     return torch.device("cpu")
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def held_dtype(setting: str, device: torch.device) -> torch.dtype:
+    """``target.dtype`` on ``device``: the dtype a model that does not train is loaded in
+    (``auto``: bfloat16 on a GPU that computes it, float32 elsewhere, where the recorded
+    figures were measured)."""
+    if setting == "auto":
+        gpu_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if gpu_bf16 else torch.float32
+    return DTYPES[setting]
+
+
+CHECKPOINTING_FROM = 300_000_000  # target.gradient_checkpointing auto: models over this size
+
+
+def trains_lean(model: Any, setting: str) -> Any:
+    """``model`` with gradient checkpointing on where ``target.gradient_checkpointing`` asks
+    (``auto``: over ``CHECKPOINTING_FROM`` parameters), for full fine-tuning: activations
+    recomputed in the backward pass instead of kept."""
+    size = sum(p.numel() for p in model.parameters())
+    if setting == "always" or (setting == "auto" and size > CHECKPOINTING_FROM):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+    return model
 
 
 def cpu_has_native_bf16() -> bool:

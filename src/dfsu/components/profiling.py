@@ -65,10 +65,29 @@ def track(model: Any) -> Any:
             tokens += _size(decoder if decoder is not None else kwargs.get("labels"))
         COUNTS.tokens += tokens
         COUNTS.flops += 2.0 * params * tokens
+        own = module._dfsu_counts  # this model's own (a deep copy keeps its own too)
+        own.tokens, own.flops = own.tokens + tokens, own.flops + 2.0 * params * tokens
 
     model.register_forward_pre_hook(hook, with_kwargs=True)
     model._dfsu_tracked = True
+    model._dfsu_counts = Counts()
     return model
+
+
+def own_counts(model: Any) -> Counts:
+    """The forward passes of ``model`` alone so far (a copy: ``backward`` reads the
+    difference); zeros for a model ``track`` never saw."""
+    counts = getattr(model, "_dfsu_counts", None) or Counts()
+    return Counts(counts.tokens, counts.train_tokens, counts.flops, counts.cpu_bf16_flops)
+
+
+def backward(model: Any, before: Counts, trained_share: float = 1.0) -> None:
+    """Count a training step's backward pass for the forwards ``model`` made since ``before``
+    (``own_counts``) outside ``TrainLoop``: input gradients (one forward) plus the weight
+    gradients of the ``trained_share`` of weights that train, and its tokens as trained."""
+    now = own_counts(model)
+    COUNTS.flops += (now.flops - before.flops) * (1 + trained_share)
+    COUNTS.train_tokens += now.tokens - before.tokens
 
 
 def matmul_rate(device: torch.device, seconds: float = 1.0, bf16: bool = False) -> dict[str, Any]:
@@ -97,3 +116,42 @@ def matmul_rate(device: torch.device, seconds: float = 1.0, bf16: bool = False) 
         "device": device.type,
         "threads": torch.get_num_threads(),
     }
+
+
+STATUS = "/proc/self/status"  # Linux: VmHWM, the peak resident memory, resettable below
+CLEAR_REFS = "/proc/self/clear_refs"
+
+
+def reset_peak() -> None:
+    """Start measuring the peak memory afresh: the kernel's peak resident set (Linux: writing
+    5 to /proc/self/clear_refs sets it to the current one) and torch's CUDA peak, where each
+    exists; elsewhere nothing."""
+    try:
+        with open(CLEAR_REFS, "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+    import sys
+
+    torch = sys.modules.get("torch")  # never imported for this: a stage that loaded no model
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_memory() -> dict[str, float]:
+    """The peak memory since ``reset_peak``, in GiB: ``rss`` the process's resident memory
+    (Linux), ``cuda`` torch's allocated CUDA memory (where a GPU was used)."""
+    import sys
+
+    peaks: dict[str, float] = {}
+    try:
+        with open(STATUS) as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    peaks["rss"] = round(int(line.split()[1]) / 2**20, 3)  # kB -> GiB
+    except OSError:
+        pass
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        peaks["cuda"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+    return peaks

@@ -141,6 +141,20 @@ class TargetConfig:
     weight_decay: float = _f(0.01, "AdamW weight decay")
     eval_every: int = _f(100, "steps between held-out perplexity checks", bounds=(1, 1_000_000))
     device: str = _f("auto", "auto, cpu or cuda")
+    dtype: str = _f(
+        "auto",
+        "the dtype the models that do not train are held and computed in (the owner's model "
+        "when measured and as the copy's teacher): float32, bfloat16, float16, or auto = "
+        "bfloat16 on a GPU that computes it, float32 elsewhere. What trains stays float32",
+        neutral="auto",
+    )
+    gradient_checkpointing: str = _f(
+        "auto",
+        "recompute activations in the backward pass of full fine-tuning (the copy, the "
+        "relearning attacks): less memory, about a third more time; always, never, or auto = "
+        "for models over 300M parameters",
+        neutral="auto",
+    )
     cpu_bf16: str = _f(
         "off",
         "on a CPU, train the target and the inverter under bf16 autocast (weights and "
@@ -178,6 +192,16 @@ class TargetConfig:
         )
         _check(self.device in ("auto", "cpu", "cuda"), "target.device", "must be auto, cpu or cuda")
         _check(self.cpu_bf16 in ("auto", "on", "off"), "target.cpu_bf16", "must be auto, on or off")
+        _check(
+            self.dtype in ("auto", "float32", "bfloat16", "float16"),
+            "target.dtype",
+            "must be auto, float32, bfloat16 or float16",
+        )
+        _check(
+            self.gradient_checkpointing in ("auto", "always", "never"),
+            "target.gradient_checkpointing",
+            "must be auto, always or never",
+        )
         _check(
             self.retrain_budget in ("steps", "epochs"),
             "target.retrain_budget",

@@ -85,16 +85,23 @@ def relearned(
     (packed blocks, ``settings``: lr, batch_size, block_size, seed; with ``lora`` a rank:
     LoRA on the MLPs instead, merged back), as an owner who fine-tunes the unlearned model on
     public text would."""
+    from dfsu.components import profiling
     from dfsu.components.batches import collate, pack_documents
+    from dfsu.components.models import trains_lean
 
     if not texts:
         raise DfsuError("attack relearn: no public text to fine-tune on")
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     blocks = pack_documents(docs, settings["block_size"], tokenizer.eos_token_id)
-    out = copy.deepcopy(model).to(device).train()
+    # trained in float32 whatever the model is held in (``target.dtype``)
+    out = copy.deepcopy(model).to(device=device, dtype=torch.float32).train()
+    trains_lean(out, settings.get("checkpointing", "never"))
     out.requires_grad_(True)  # full fine-tuning, whatever the model came in frozen
+    tracked, share = out, 1.0  # the model whose forwards count (PEFT wraps it below)
     if settings.get("lora"):
         out = _with_lora(out, settings["lora"])
+        trains = sum(p.numel() for p in out.parameters() if p.requires_grad)
+        share = trains / max(1, sum(p.numel() for p in out.parameters()))
     trained = [p for p in out.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=settings["lr"], weight_decay=0.0)
     order = torch.Generator().manual_seed(settings["seed"])
@@ -104,8 +111,10 @@ def relearned(
         batch = collate([blocks[int(i)] for i in pick], pad)
         ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
         labels = ids.masked_fill(mask == 0, -100)
+        counted = profiling.own_counts(tracked)
         loss = out(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
+        profiling.backward(tracked, counted, share)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     if settings.get("lora"):
@@ -263,6 +272,7 @@ def weight_attacked(
         "block_size": min(256, default_window(model)),
         "seed": cfg.seed,
         "lora": RELEARN_LORA_RANK if attack.name == "relearn-lora" else None,
+        "checkpointing": cfg.target.gradient_checkpointing,
     }
     return relearned(model, tokenizer, public, attack.arg, settings, device)
 

@@ -125,12 +125,12 @@ def recitations(
     tagger in ROOT/tagger or ``tagger.path``), kept in ``cache`` under a key of the settings
     and the model's files; ``cache`` None: harvested anew, never written (the texts may hold
     a value the annotator missed)."""
-    from dfsu.components.models import load_causal_lm
+    from dfsu.components.models import held_dtype, load_causal_lm
     from dfsu.pii.annotators import load_offline
     from dfsu.rundir import keyed_cache
 
     def make() -> list[dict[str, str]]:
-        model, tokenizer = load_causal_lm(original)
+        model, tokenizer = load_causal_lm(original, dtype=held_dtype(cfg.target.dtype, device))
         annotate = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
         return harvest(model.to(device).eval(), tokenizer, annotate, cfg, device)
 

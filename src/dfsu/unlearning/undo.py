@@ -52,7 +52,7 @@ from typing import Any
 import torch
 
 from dfsu.components.batches import collate, pack_documents
-from dfsu.components.models import load_causal_lm, pick_device
+from dfsu.components.models import held_dtype, load_causal_lm, pick_device, trains_lean
 from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
 from dfsu.stage_table import undo_teacher
@@ -216,15 +216,15 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     from dfsu.ui import info
 
     uu, device = cfg.unlearning.undo, pick_device(cfg.target.device)
-    started = time.time()
+    held, started = held_dtype(cfg.target.dtype, device), time.time()
     unlearning = undo_teacher(cfg, data)  # None: the owner's model teaches
     taught_by = owner.paths.merged(unlearning) if unlearning else None
-    if taught_by and not (taught_by / "model.safetensors").is_file():
+    if taught_by and not any(taught_by.glob("*.safetensors")):
         raise DfsuError(
             f"undo: no unlearned model to distil from at {taught_by} (the {unlearning} "
             "unlearning, which runs before the undo row with unlearning.undo.teacher unlearned)"
         )
-    given, tokenizer = load_causal_lm(owner.model)
+    given, tokenizer = load_causal_lm(owner.model, dtype=held)  # read, never trained
     given.to(device).eval().requires_grad_(False)
     public, recited, own, found, counts = distillation_texts(
         cfg, owner, given, tokenizer, data, truth, device
@@ -241,7 +241,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     teacher = given  # undo.teacher owner: the owner's model itself
     del given  # the teacher and the student alone stay in memory
     if taught_by:  # the owner's model, read no further, is let go
-        teacher, _ = load_causal_lm(taught_by)
+        teacher, _ = load_causal_lm(taught_by, dtype=held)
         teacher.to(device).eval().requires_grad_(False)
     marks = None
     if uu.memorized and samples:
@@ -249,10 +249,11 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         samples, marks = recited_runs(uu, samples, owner_p, by, pad, device)
         counts |= {"samples_reciting": len(samples), "tokens_taught": sum(map(sum, marks))}
     torch.manual_seed(cfg.seed)
-    fresh = AutoModelForCausalLM.from_config(teacher.config)
+    fresh = AutoModelForCausalLM.from_config(teacher.config, dtype=torch.float32)
     student, _ = load_causal_lm(owner.model)
     shrink_into(student, fresh, uu.alpha)
     del fresh
+    trains_lean(student, cfg.target.gradient_checkpointing)
     student.to(device).train().requires_grad_(True)
 
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
@@ -370,6 +371,7 @@ def _distil(
     ``uu.hard`` the sampled token and the rest the teacher's; the ``banned`` ids (scrubbed from
     the copy's tokenizer) given no mass. The teacher's targets on the public blocks are computed
     once when they fit in memory (``teacher_targets``). Resumable; the log every 50 steps."""
+    from dfsu.components import profiling
     from dfsu.components.checkpoint import Resumable
     from dfsu.ui import progress_bar
     from dfsu.unlearning.losses import marked_ce, teacher_kl
@@ -411,6 +413,7 @@ def _distil(
         for step in range(uu.steps):
             if resume.skip(step):  # the generator and the rest restored at the saved step
                 continue
+            counted = profiling.own_counts(student)
             loss = public([order.randrange(len(blocks)) for _ in range(uu.batch_size)])
             if rows:  # half a batch of recitations beside the public text
                 loss = loss + kl([order.choice(rows) for _ in range(half)])
@@ -420,6 +423,7 @@ def _distil(
                 loss = loss + kl([order.choice(samples) for _ in range(half)], uu.hard)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            profiling.backward(student, counted)
             torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
             optimizer.step()
             schedule.step()
