@@ -4,7 +4,7 @@ on random-initialised Llama-shaped checkpoints, and projected to 1B, 8B and 70B.
     python benchmarks/scale.py --tokenizer DIR [--sizes 160m,410m,1b] [--dtype bfloat16]
         [--work DIR] [--reference PROFILE] [--record FILE] [k=v ...]
 
-For each size it writes a Llama-shaped checkpoint (random weights, bf16, sharded at 500 MB,
+For each size it writes a Llama-shaped checkpoint (random weights, bf16, sharded at 200 MB,
 the vocabulary padded to 32,000 rows as a real model's) with the tokenizer of ``--tokenizer``
 (a model directory, e.g. a `dfsu demo` RUN/target), runs ``dfsu forget`` on it in its own
 process with small stated budgets (``BUDGETS``: a few steps, a few draws; ``k=v`` adds to
@@ -41,12 +41,12 @@ REFERENCE = HERE.parent / "docs" / "results" / "scale" / "reference-profile.json
 
 # hidden, layers, heads, intermediate: Llama-shaped (SwiGLU MLP, RMSNorm, rotary, untied head)
 SIZES = {
-    "160m": (1024, 12, 16, 2816),
-    "410m": (1024, 24, 16, 4096),
+    "160m": (896, 12, 14, 2432),
+    "410m": (1024, 24, 16, 3584),
     "1b": (2048, 18, 16, 5632),
 }
 VOCAB = 32_000
-SHARD = "500MB"
+SHARD = "200MB"
 
 # Small budgets: every stage runs, each on a few draws and steps (the full default: config tiny).
 BUDGETS = [
@@ -107,7 +107,7 @@ def write_checkpoint(size: str, tokenizer: Path, dest: Path) -> int:
 
 def run_forget(model: Path, out: Path, dtype: str, extra: list[str]) -> tuple[float, int]:
     """``dfsu forget`` on ``model`` in its own process: its wall seconds and exit code."""
-    command = [sys.executable, "-m", "dfsu", "forget", "--model", str(model), "--out", str(out)]
+    command = [sys.executable, "-m", "dfsu.cli", "forget", "--model", str(model), "--out", str(out)]
     command += ["--dtype", dtype, *BUDGETS, *extra]
     started = time.monotonic()
     code = subprocess.run(command, env=os.environ | {"PYTHONUNBUFFERED": "1"}).returncode

@@ -134,3 +134,16 @@ def test_forget_holds_the_owners_model_in_bf16_and_trains_in_float32(
     for stage in ("unlearn:undo", "evaluate:undo:attacks"):
         assert profile[stage]["train_tokens"] > 0 and profile[stage]["flops"] > 0
     assert profile["evaluate:original"]["flops"] > 0 and "mfu" not in profile["evaluate:original"]
+
+
+def test_the_copy_lets_the_teacher_go_once_nothing_reads_it():
+    """Breaks: the teacher kept when its targets are cached and the samples teach their marked
+    runs (two models in memory), or let go while a step still reads it."""
+    from dfsu.unlearning.undo import teacher_needed
+
+    cached, samples, marks = [torch.zeros(1)], [[1, 2]], [[True]]
+    assert not teacher_needed(cached, [], samples, marks)
+    assert not teacher_needed(cached, [], [], None)  # public text alone
+    assert teacher_needed(None, [], samples, marks)  # too large to cache: run at each step
+    assert teacher_needed(cached, [[3, 4]], samples, marks)  # recitations read the teacher
+    assert teacher_needed(cached, [], samples, None)  # whole own samples: part its targets

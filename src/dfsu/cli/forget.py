@@ -84,14 +84,9 @@ def add_forget_parser(sub: Any) -> None:
         help="where the models compute (target.device; auto: the GPU when there is one); "
         "OUT/merged is written in your checkpoint's dtype and shards",
     )
-    fg.add_argument(
-        "--dtype",
-        choices=["auto", "float32", "bfloat16", "float16"],
-        default=None,
-        help="the dtype the models that do not train are held in (target.dtype; auto: bfloat16 "
-        "on a GPU that computes it, float32 elsewhere); what trains stays float32. bfloat16 "
-        "halves the memory of a model read on a CPU",
-    )
+    dtypes, held = ["auto", "float32", "bfloat16", "float16"], "models that do not train"
+    help_ = f"the {held} held in this (target.dtype; auto: bf16 on a GPU, else fp32)"
+    fg.add_argument("--dtype", choices=dtypes, default=None, help=help_)
     fg.add_argument("--show-pii", action="store_true", help="true values in the outputs")
     add_config_args(fg)
 

@@ -43,6 +43,7 @@ than it lost (an earlier recipe at 100M on a GPU: NLI 100 -> 45, docs/results.md
 
 from __future__ import annotations
 
+import gc
 import random
 import time
 from collections.abc import Sequence
@@ -51,6 +52,7 @@ from typing import Any
 
 import torch
 
+from dfsu.components import profiling
 from dfsu.components.batches import collate, pack_documents
 from dfsu.components.models import held_dtype, load_causal_lm, pick_device, trains_lean
 from dfsu.errors import DfsuError
@@ -210,8 +212,6 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     """Stage body of an ``undo`` row: the shrunk copy distilled from the owner's model or the
     LoRA unlearning of the same data (``undo_teacher``, which must have run), saved to
     ROOT/unlearned/<name>/merged with summary.json and train_log.jsonl."""
-    from transformers import AutoModelForCausalLM
-
     from dfsu.evaluation.utility import default_window, perplexity
     from dfsu.ui import info
 
@@ -248,13 +248,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         by = teacher if taught_by else None  # the owner's: its probabilities, read above
         samples, marks = recited_runs(uu, samples, owner_p, by, pad, device)
         counts |= {"samples_reciting": len(samples), "tokens_taught": sum(map(sum, marks))}
-    torch.manual_seed(cfg.seed)
-    fresh = AutoModelForCausalLM.from_config(teacher.config, dtype=torch.float32)
-    student, _ = load_causal_lm(owner.model)
-    shrink_into(student, fresh, uu.alpha)
-    del fresh
-    trains_lean(student, cfg.target.gradient_checkpointing)
-    student.to(device).train().requires_grad_(True)
+    student = _student(cfg, owner.model, teacher.config, device)
 
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
     blocks = pack_documents(docs, min(uu.block_size, window), eos)
@@ -264,7 +258,13 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         needed += [tokenizer.decode(row[1:]) for row in samples]
     banned = scrubbed_ids(tokenizer, found, needed, uu.scrub_chars, name, not taught_by)
     order = random.Random(f"undo-{cfg.seed}")
-    log = _distil(student, teacher, blocks, rows, pad, uu, order, name, samples, marks, banned)
+    cached = teacher_targets(teacher, blocks, pad, uu.temperature, banned)
+    if not teacher_needed(cached, rows, samples, marks):  # one model in memory from here
+        teacher = None
+        gc.collect()
+    log = _distil(
+        student, teacher, blocks, rows, pad, uu, order, name, samples, marks, banned, cached
+    )
     student.eval()
     ppl = [before, perplexity(student, tokenizer, checks, window, device=device)]
     info(f"undo {name}: perplexity {ppl[0]:.3f} -> {ppl[1]:.3f} ({len(checks)} documents)")
@@ -283,6 +283,27 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         atomic_write_jsonl(out / "train_log.jsonl", log)
         atomic_write_json(out / "summary.json", summary.to_json())
     return final
+
+
+def teacher_needed(cached: list | None, rows: list, samples: list, marks: list | None) -> bool:
+    """Whether the copy's steps run the teacher: not when its targets on the public blocks are
+    ``cached``, no recitation is distilled (``rows``) and the own samples, if any, teach their
+    recited runs (``marks``: cross-entropy on their own tokens, no teacher)."""
+    return cached is None or bool(rows) or (bool(samples) and marks is None)
+
+
+def _student(cfg: Any, model: Path, config: Any, device: Any) -> Any:
+    """The owner's model read in float32 and shrunk ``unlearning.undo.alpha`` of the way toward
+    a fresh initialisation of the run's seed (``shrink_into``), ready to train."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(cfg.seed)
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    student, _ = load_causal_lm(model)
+    shrink_into(student, fresh, cfg.unlearning.undo.alpha)
+    del fresh
+    trains_lean(student, cfg.target.gradient_checkpointing)
+    return student.to(device).train().requires_grad_(True)
 
 
 def scrubbed_ids(
@@ -363,23 +384,21 @@ def _distil(
     samples: list[list[int]] | None = None,
     marks: list[list[bool]] | None = None,
     banned: list[int] | None = None,
+    cached: list | None | str = "computed here",
 ) -> list[dict[str, Any]]:
-    """``uu.steps`` AdamW steps of KL(teacher || student), the teacher's logits divided by
-    ``uu.temperature``: each on ``uu.batch_size`` blocks of public text, half as many
-    recitations (``rows``) and half as many own samples (``samples``): with ``marks``, their
-    own tokens at the marked positions alone (cross-entropy); without, each position's target
-    ``uu.hard`` the sampled token and the rest the teacher's; the ``banned`` ids (scrubbed from
-    the copy's tokenizer) given no mass. The teacher's targets on the public blocks are computed
-    once when they fit in memory (``teacher_targets``). Resumable; the log every 50 steps."""
-    from dfsu.components import profiling
+    """``uu.steps`` AdamW steps of KL(teacher || student) (logits / ``uu.temperature``), each on
+    ``uu.batch_size`` public blocks, half as many recitations (``rows``) and own ``samples``:
+    with ``marks`` their marked own tokens alone (cross-entropy); without, part ``uu.hard``
+    the sampled token; ``banned`` ids get no mass. The teacher's public targets are ``cached``
+    when they fit (``teacher_targets``; computed by a caller, no teacher needed). Resumable."""
     from dfsu.components.checkpoint import Resumable
     from dfsu.ui import progress_bar
     from dfsu.unlearning.losses import marked_ce, teacher_kl
 
     device = next(student.parameters()).device
     optimizer, schedule = _optimizer(student, uu)
-
-    cached = teacher_targets(teacher, blocks, pad, uu.temperature, banned or [])
+    if cached == "computed here":
+        cached = teacher_targets(teacher, blocks, pad, uu.temperature, banned or [])
 
     def kl(batch: list[list[int]], hard: float = 0.0, known: list | None = None) -> torch.Tensor:
         tensors = collate(batch, pad)
