@@ -48,13 +48,13 @@ def test_gradient_checkpointing_is_on_where_asked_and_gives_the_same_gradients()
     grads = {}
     for setting in ("never", "always"):
         model = models.trains_lean(_micro_model(), setting).train()
-        assert model.is_gradient_checkpointing == (setting == "always")
+        assert model.is_activation_checkpointing == (setting == "always")
         model(input_ids=ids, labels=ids).loss.backward()
         grads[setting] = [p.grad.clone() for p in model.parameters()]
     for a, b in zip(grads["never"], grads["always"], strict=True):
         assert torch.allclose(a, b, atol=1e-6)
     small = models.trains_lean(_micro_model(), "auto")  # auto: over 300M parameters only
-    assert not small.is_gradient_checkpointing
+    assert not small.is_activation_checkpointing
 
 
 def test_a_training_step_outside_the_train_loop_counts_its_backward_pass():

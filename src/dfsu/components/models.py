@@ -191,7 +191,7 @@ def trains_lean(model: Any, setting: str) -> Any:
     recomputed in the backward pass instead of kept."""
     size = sum(p.numel() for p in model.parameters())
     if setting == "always" or (setting == "auto" and size > CHECKPOINTING_FROM):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.activation_checkpointing_enable({"use_reentrant": False})
         model.config.use_cache = False
     return model
 
