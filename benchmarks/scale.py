@@ -188,6 +188,35 @@ def project(reference: dict, measured: dict, ref_params: float) -> list[dict]:
     return rows
 
 
+def markdown(results: dict) -> str:
+    """The recorded results as docs/results.md's tables (``--table FILE``)."""
+    lines = ["| size | stage | seconds | peak GiB | weights and state GiB | tokens/s | TFLOP |"]
+    lines.append("|---|---|---|---|---|---|---|")
+    held = 4 if results["dtype"] == "float32" else 2
+    for entry in results["sizes"].values():
+        label = f"{entry['params'] / 1e6:.0f}M"
+        if entry["exit"] != 0:
+            lines.append(f"| {label} | (exit {entry['exit']}) | | | | | |")
+        for stage, s in entry["stages"].items():
+            formula = memory_gib(entry["params"], stage, held)
+            lines.append(
+                f"| {label} | {stage} | {s['seconds']:.1f} | {s.get('peak_rss_gib', 0):.2f} | "
+                f"{formula:.2f} | {s.get('tokens_per_s') or 0:.0f} | "
+                f"{(s.get('flops') or 0) / 1e12:.2f} |"
+            )
+    if "projection" in results:
+        head = "| size | stage | CPU hours | GPU hours | weights and state GiB | fits 80 GB |"
+        lines += ["", head]
+        lines.append("|---|---|---|---|---|---|")
+        for r in results["projection"]["rows"]:
+            cpu = "–" if r["cpu_hours"] is None else f"{r['cpu_hours']:.2f}"
+            lines.append(
+                f"| {r['size']} | {r['stage']} | {cpu} | {r['gpu_hours']:.3f} | "
+                f"{r['memory_gib']:.0f} | {'yes' if r['fits_80gb'] else 'no'} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", type=Path, help="a model directory (its tokenizer)")
@@ -203,8 +232,12 @@ def main() -> int:
         metavar=("OUT", "MODEL"),
         help="write --reference from a dfsu forget OUT at the defaults and its model, and stop",
     )
+    parser.add_argument("--table", type=Path, help="print a recorded FILE as markdown, stop")
     parser.add_argument("overrides", nargs="*", help="k=v added to the budgets")
     args = parser.parse_args()
+    if args.table:
+        print(markdown(json.loads(args.table.read_text())))
+        return 0
     if args.record_reference:
         record_reference(*args.record_reference, args.reference)
         return 0

@@ -10,7 +10,10 @@ weights (``benchmarks/allocator.py`` measures steps of its shape: 1.14x). Keepin
 changes no computed value, only where the bytes come from; the process holds on to its peak
 memory until it exits.
 
-``DFSU_MALLOC=default`` leaves the allocator as it is.
+``DFSU_MALLOC=default`` leaves the allocator as it is. A model larger than
+``LARGE_MODEL_BYTES`` on disk turns this off when it is read (``give_back_large``): there the
+blocks are hundreds of MiB, what a stage frees (a checked model, the copy's fresh weights) must
+go back to the kernel, and a heap that never shrinks ran a 1B model out of 24 GiB.
 """
 
 from __future__ import annotations
@@ -50,3 +53,34 @@ def keep_freed_memory() -> bool:
         (M_TOP_PAD, TOP_PAD),
     )
     return all(mallopt(param, value) == 1 for param, value in settings)
+
+
+LARGE_MODEL_BYTES = 1 << 30  # a checkpoint over 1 GiB of weights: large blocks go back
+GIVE_BACK_FROM = 1 << 20  # then every block of 1 MiB or more is mapped alone, unmapped on free
+GLIBC_TRIM = 128 << 10  # glibc's default trim threshold
+
+
+def give_back_large() -> bool:
+    """Large blocks mapped alone and returned to the kernel when freed, and the heap's free
+    pages returned now (glibc; True when it took effect): for models whose weights alone are
+    gigabytes, where keeping freed memory costs more memory than it saves time."""
+    if not sys.platform.startswith("linux") or os.environ.get("DFSU_MALLOC") == "default":
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+    except OSError:
+        return False
+    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "malloc_trim"):
+        return False
+    mallopt = libc.mallopt
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    settings = (
+        (M_MMAP_MAX, 1 << 16),
+        (M_MMAP_THRESHOLD, GIVE_BACK_FROM),
+        (M_TRIM_THRESHOLD, GLIBC_TRIM),
+        (M_TOP_PAD, GLIBC_TRIM),
+    )
+    done = all(mallopt(param, value) == 1 for param, value in settings)
+    libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    libc.malloc_trim(0)
+    return done

@@ -17,6 +17,7 @@ import transformers
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+from dfsu.components.allocator import LARGE_MODEL_BYTES, give_back_large
 from dfsu.components.profiling import track
 from dfsu.config import capped_repr
 from dfsu.errors import DfsuError
@@ -79,6 +80,8 @@ def load_causal_lm(
     except (OSError, ValueError) as exc:
         raise DfsuError(f"{path}: no readable model config ({str(exc).splitlines()[0]})") from None
     require_safetensors(path, "*.safetensors")
+    if sum(f.stat().st_size for f in path.glob("*.safetensors")) > LARGE_MODEL_BYTES:
+        give_back_large()  # gigabytes per model: what a stage frees goes back to the kernel
     try:
         # float32 whatever the checkpoint's dtype unless asked: half precision is computed by
         # autocast (bf16 on a GPU); a float16 load on a CPU ran `dfsu forget` 4.7x slower
