@@ -61,12 +61,15 @@ class ForgetMethod:
     source: str | None = None  # the pseudo source; None: synthesis.source as configured
 
 
-FORGET_METHODS = {
-    "undo": ForgetMethod("undo", "undo", "loop"),
-    "reset": ForgetMethod("reset", "reset", "loop"),
-    "loop": ForgetMethod("dfsu-loop", "pscu", "loop"),
-    **{s: ForgetMethod("dfsu", "pscu", "pseudo", s) for s in SOURCES},
-}
+def forget_methods() -> dict[str, ForgetMethod]:
+    """Each ``--method``: the registered methods offered to owners (``Method.owner``: undo,
+    reset, a plug-in's) under their own names on the loop's data, the loop's LoRA adapter, and
+    the paper's pseudo-PII sources."""
+    from dfsu.unlearning.methods import METHODS
+
+    owners = {m.name: ForgetMethod(m.name, m.name, "loop") for m in METHODS.values() if m.owner}
+    loop = {"loop": ForgetMethod("dfsu-loop", "pscu", "loop")}
+    return owners | loop | {s: ForgetMethod("dfsu", "pscu", "pseudo", s) for s in SOURCES}
 
 
 def model_fingerprint(path: Path) -> str:
@@ -117,8 +120,9 @@ def forget(
     from dfsu.stage_runner import Stages
     from dfsu.stage_table import EVALUATE, EVALUATE_ATTACKS, SEAL_PUBLIC
 
-    if method not in FORGET_METHODS:
-        raise DfsuError(f"--method: {method!r} is not one of {', '.join(FORGET_METHODS)}")
+    offered = forget_methods()
+    if method not in offered:
+        raise DfsuError(f"--method: {method!r} is not one of {', '.join(offered)}")
     if cfg.unlearning.track_privacy:
         raise DfsuError("unlearning.track_privacy: needs the true records, which an owner lacks")
     model = check_model_dir(model)
@@ -127,7 +131,7 @@ def forget(
     # every input read and the checkpoint loaded once before OUT is touched: a bad input
     # costs seconds and leaves nothing behind
     check_checkpoint(cfg, model, *check_owner_files(cfg))
-    chosen = FORGET_METHODS[method]
+    chosen = offered[method]
     if chosen.source is not None:
         synthesis = replace(cfg.synthesis, source=chosen.source)
         cfg = replace(cfg, synthesis=synthesis)
@@ -145,7 +149,7 @@ def forget(
         pseudo_stages(owner, stage, {recipe.source})
     taught_by = undo_teacher(cfg, recipe.data) if recipe.method == "undo" else None
     if taught_by:  # the copy distils from the loop's unlearning (undo.teacher: unlearned)
-        loop = FORGET_METHODS["loop"]
+        loop = offered["loop"]
         teacher = Recipe(loop.method, loop.data, cfg.synthesis.source)
         unlearn_stage(owner, stage, taught_by, teacher)
     merged = unlearn_stage(owner, stage, name, recipe)
@@ -183,7 +187,7 @@ def forget(
 
 def forget_stage_names() -> list[str]:
     """Every name `dfsu forget --force` accepts: a stage kind, or one of its stages."""
-    names = list(dict.fromkeys(m.name for m in FORGET_METHODS.values()))
+    names = list(dict.fromkeys(m.name for m in forget_methods().values()))
     return stage_names(names, ["original", *names, *(f"{n}:attacks" for n in names)])
 
 
@@ -202,7 +206,7 @@ def measure(
     from dfsu.evaluation.utility import perplexity
 
     device = pick_device(cfg.target.device)
-    held = held_dtype(cfg.target.dtype, device)
+    held = held_dtype(cfg.target.dtype, device, owner.model)
     model, tokenizer = load_causal_lm(model_dir, dtype=held)
     model.to(device).eval()
     texts = owner.report_texts()
@@ -289,7 +293,7 @@ def _own_samples(
     if not n:
         return None
     if "own" not in probes:
-        held = held_dtype(cfg.target.dtype, device)
+        held = held_dtype(cfg.target.dtype, device, owner.model)
         given, given_tokenizer = (
             (model, tokenizer) if as_given else load_causal_lm(owner.model, dtype=held)
         )
@@ -364,7 +368,8 @@ def measure_attacks(
     from dfsu.evaluation.leak import leak_meter
 
     device = pick_device(cfg.target.device)
-    model, tokenizer = load_causal_lm(model_dir, dtype=held_dtype(cfg.target.dtype, device))
+    held = held_dtype(cfg.target.dtype, device, owner.model)
+    model, tokenizer = load_causal_lm(model_dir, dtype=held)
     model.to(device).eval()
     meter = leak_meter(cfg, owner, tokenizer, "report")
     probe = _probe(meter, owner, device, probes)
@@ -387,7 +392,7 @@ def _probe(meter: Any, owner: Owner, device: Any, probes: dict, draw: Any = None
 
     if "probe" not in probes:
         if draw is None:
-            held = held_dtype(meter.cfg.target.dtype, device)
+            held = held_dtype(meter.cfg.target.dtype, device, owner.model)
             model, tokenizer = load_causal_lm(owner.model, dtype=held)
             draw = meter(model.to(device).eval(), tokenizer, device)
         probes["probe"] = value_prompts(draw, meter.cfg.leak.min_count)

@@ -12,7 +12,7 @@ from dfsu.cli.common import add_config_args
 
 def add_forget_parser(sub: Any) -> None:
     """The owner's command: a local model in, the model with its leaked PII unlearned out."""
-    from dfsu.forget import FORGET_METHODS
+    from dfsu.forget import forget_methods
 
     fg = sub.add_parser(
         "forget",
@@ -38,7 +38,7 @@ def add_forget_parser(sub: Any) -> None:
     fg.add_argument(
         "--method",
         default="undo",
-        choices=list(FORGET_METHODS),
+        choices=list(forget_methods()),
         help="undo (default): a new model distilled from yours on your public text and on "
         "what it recites without PII, the values it leaks found and kept out (removes them: "
         "membership and relearning no longer find them; it learns back only what that text "
@@ -85,7 +85,7 @@ def add_forget_parser(sub: Any) -> None:
         "OUT/merged is written in your checkpoint's dtype and shards",
     )
     dtypes, held = ["auto", "float32", "bfloat16", "float16"], "models that do not train"
-    help_ = f"the {held} held in this (target.dtype; auto: bf16 on a GPU, else fp32)"
+    help_ = f"the {held} held in this (target.dtype; auto: bf16 on a GPU or a bf16 CPU)"
     fg.add_argument("--dtype", choices=dtypes, default=None, help=help_)
     fg.add_argument("--show-pii", action="store_true", help="true values in the outputs")
     add_config_args(fg)

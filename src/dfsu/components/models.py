@@ -175,14 +175,24 @@ def pick_device(name: str) -> torch.device:
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def held_dtype(setting: str, device: torch.device) -> torch.dtype:
-    """``target.dtype`` on ``device``: the dtype a model that does not train is loaded in
-    (``auto``: bfloat16 on a GPU that computes it, float32 elsewhere, where the recorded
-    figures were measured)."""
-    if setting == "auto":
-        gpu_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-        return torch.bfloat16 if gpu_bf16 else torch.float32
-    return DTYPES[setting]
+def held_dtype(setting: str, device: torch.device, owners: Path | None = None) -> torch.dtype:
+    """``target.dtype`` on ``device``: the dtype a model that does not train is loaded in.
+    ``auto``: bfloat16 on a GPU that computes it; on a CPU, bfloat16 where the owner's
+    checkpoint (``owners``) is stored in it and the CPU computes it natively, else float32
+    (a float32 checkpoint, as every recorded figure's, is read as before)."""
+    if setting != "auto":
+        return DTYPES[setting]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
+    if owners is None or not cpu_has_native_bf16():
+        return torch.float32
+    from dfsu.components.layout import layout_of
+
+    try:
+        stored = layout_of(Path(owners)).dtype
+    except (OSError, ValueError, DfsuError):
+        return torch.float32
+    return torch.bfloat16 if stored == "bfloat16" else torch.float32
 
 
 CHECKPOINTING_FROM = 300_000_000  # target.gradient_checkpointing auto: models over this size

@@ -145,7 +145,8 @@ class TargetConfig:
         "auto",
         "the dtype the models that do not train are held and computed in (the owner's model "
         "when measured and as the copy's teacher): float32, bfloat16, float16, or auto = "
-        "bfloat16 on a GPU that computes it, float32 elsewhere. What trains stays float32",
+        "bfloat16 on a GPU that computes it, and on a CPU that computes it natively when the "
+        "owner's checkpoint is stored in it; float32 elsewhere. What trains stays float32",
         neutral="auto",
     )
     gradient_checkpointing: str = _f(

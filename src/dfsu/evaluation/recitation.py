@@ -130,7 +130,8 @@ def recitations(
     from dfsu.rundir import keyed_cache
 
     def make() -> list[dict[str, str]]:
-        model, tokenizer = load_causal_lm(original, dtype=held_dtype(cfg.target.dtype, device))
+        held = held_dtype(cfg.target.dtype, device, original)
+        model, tokenizer = load_causal_lm(original, dtype=held)
         annotate = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
         return harvest(model.to(device).eval(), tokenizer, annotate, cfg, device)
 

@@ -17,7 +17,7 @@ DEMO_ROWS = ["original", "oracle", "dfsu"]
 # dfsu-loop: PSCU rounds on what the leak estimate extracts from the model itself.
 UNLEARNED = (
     {"oracle": ("pscu", "oracle")}
-    | {m.row: (m.name, "pseudo") for m in METHODS.values() if m.update == "lora"}
+    | {m.row: (m.name, "pseudo") for m in METHODS.values() if m.adapters}
     | {"dfsu-loop": ("pscu", "loop"), "distill-loop": ("distill", "loop")}
     # rmu: representation misdirection, data-free on what the loop confirms, and its twin
     | {"rmu-loop": ("rmu", "loop"), "rmu-oracle": ("rmu", "oracle")}

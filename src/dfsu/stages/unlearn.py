@@ -53,7 +53,15 @@ from dfsu.unlearning.checks import Checker
 from dfsu.unlearning.data import Setup, UnlearnData
 from dfsu.unlearning.loop import loop_rounds
 from dfsu.unlearning.lora import lora_config, lora_modules, missing_modules
-from dfsu.unlearning.methods import DATA, METHODS, RULES, Method, keep_rule, learning_rate
+from dfsu.unlearning.methods import (
+    DATA,
+    METHODS,
+    RULES,
+    Method,
+    keep_rule,
+    learning_rate,
+    run_without_adapters,
+)
 from dfsu.unlearning.proxy import pii_token_stats
 from dfsu.unlearning.result import UnlearnSummary
 from dfsu.unlearning.single import train_steps
@@ -276,29 +284,6 @@ def _adapted_model(owner: Owner, uc: UnlearnConfig) -> tuple[Any, Any, list[str]
     return model, tokenizer, modules
 
 
-def _without_adapters(
-    cfg: RunConfig, owner: Owner, update: str, data: str, name: str, truth: list | None
-) -> Path:
-    """An unlearning that trains no adapter: ``copy``, a new model distilled from the owner's
-    (unlearning/undo.py); ``edit``, the owner's MLPs edited in closed form (unlearning/edit.py);
-    ``revs``, the owner's MLP neurons rank-edited (unlearning/revs.py)."""
-    if update == "copy":
-        from dfsu.unlearning.undo import distil_copy
-
-        return distil_copy(cfg, owner, data, name, truth)
-    if update == "reset":
-        from dfsu.unlearning.reset import reset_model
-
-        return reset_model(cfg, owner, data, name, truth)
-    if update == "revs":
-        from dfsu.unlearning.revs import revs_model
-
-        return revs_model(cfg, owner, data, name, truth)
-    from dfsu.unlearning.edit import edit_model
-
-    return edit_model(cfg, owner, data, name, truth)
-
-
 def unlearn(
     cfg: RunConfig,
     where: Owner | str | Path,
@@ -323,8 +308,8 @@ def unlearn(
     if truth is None and (data == "oracle" or cfg.unlearning.track_privacy):
         truth = read_records(run)
     torch.manual_seed(cfg.seed)
-    if spec.update != "lora":  # no adapters: a new model, or the owner's edited
-        return _without_adapters(cfg, owner, spec.update, data, name, truth)
+    if not spec.adapters:  # a plug-in's own update: a new model, or the owner's edited
+        return run_without_adapters(spec, cfg, owner, data, name, truth)
 
     model, tokenizer, modules = _adapted_model(owner, cfg.unlearning)
     cfg = _fit_context(cfg, model)

@@ -53,10 +53,16 @@ class Method:
         "proxy"  # kept check: "proxy" = highest held-out PII loss, "last" = last within bound
     )
     lr_setting: str | None = None  # an unlearning.* learning rate of its own (null: lr)
-    # "lora": adapters; "copy": a new model (undo.py); "edit", "revs": the owner's weights edited
-    # (edit.py, revs.py)
-    update: str = "lora"
+    # None: LoRA adapters trained with ``objective``; else "module:function" of a method that
+    # trains no adapter, called as function(cfg, owner, data, name, truth) -> the directory it
+    # wrote (ROOT/unlearned/<name>, with merged/ and summary.json), imported when it runs
+    runner: str | None = None
     data: tuple[str, ...] = ("pseudo", "oracle", "loop")  # the --data it takes
+    owner: bool = False  # offered by `dfsu forget --method NAME` (on the loop's data)
+
+    @property
+    def adapters(self) -> bool:
+        return self.runner is None
 
 
 def learning_rate(method: Method, uc: UnlearnConfig, loop: bool = False) -> float:
@@ -173,7 +179,7 @@ METHODS: dict[str, Method] = {
             "a value is predicted mapped elsewhere, the public text's keys preserved (MEMIT, "
             "AlphaEdit); no adapter",
             None,
-            update="edit",
+            runner="dfsu.unlearning.edit:edit_model",
             data=("loop", "oracle"),
         ),
         Method(
@@ -183,7 +189,7 @@ METHODS: dict[str, Method] = {
             "demoted until the logit lens no longer ranks them high (REVS); no adapter, no "
             "gradient",
             None,
-            update="revs",
+            runner="dfsu.unlearning.revs:revs_model",
             data=("loop", "oracle"),
         ),
         Method(
@@ -193,8 +199,9 @@ METHODS: dict[str, Method] = {
             "of the same data (dfsu-loop, or the oracle) on public text and the runs the "
             "model's own PII-free samples recite (UNDO); no adapter",
             None,
-            update="copy",
+            runner="dfsu.unlearning.undo:distil_copy",
             data=("loop", "oracle"),
+            owner=True,
         ),
         Method(
             "reset",
@@ -203,12 +210,33 @@ METHODS: dict[str, Method] = {
             "those reset and repaired from the owner's model with the values given no mass, "
             "widened while the owner's depth reading finds them; no adapter",
             None,
-            update="reset",
+            runner="dfsu.unlearning.reset:reset_model",
             data=("loop", "oracle"),
+            owner=True,
         ),
     )
 }
 DATA = ("pseudo", "oracle", "loop")
+
+
+def register(method: Method) -> Method:
+    """Add ``method`` to ``METHODS`` (a plug-in: one line where it is defined); its name must
+    be new. From then on `dfsu unlearn --method`, the pipeline's rows and, with ``owner``,
+    `dfsu forget --method` offer it."""
+    if method.name in METHODS:
+        raise ValueError(f"method {method.name!r} is already registered")
+    if (method.objective is None) == (method.runner is None):
+        raise ValueError(f"method {method.name!r}: give an objective (LoRA) or a runner")
+    METHODS[method.name] = method
+    return method
+
+
+def run_without_adapters(method: Method, *args: object) -> object:
+    """Call ``method.runner`` ("module:function") with ``args``."""
+    from importlib import import_module
+
+    module, function = method.runner.split(":")
+    return getattr(import_module(module), function)(*args)
 
 
 def get_method(name: str) -> Method:

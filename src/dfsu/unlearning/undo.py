@@ -216,7 +216,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     from dfsu.ui import info
 
     uu, device = cfg.unlearning.undo, pick_device(cfg.target.device)
-    held, started = held_dtype(cfg.target.dtype, device), time.time()
+    held, started = held_dtype(cfg.target.dtype, device, owner.model), time.time()
     unlearning = undo_teacher(cfg, data)  # None: the owner's model teaches
     taught_by = owner.paths.merged(unlearning) if unlearning else None
     if taught_by and not any(taught_by.glob("*.safetensors")):

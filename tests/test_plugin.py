@@ -1,0 +1,85 @@
+"""A method added from outside the package: one function and one registry line, run through
+`dfsu unlearn` and `dfsu forget --method` with no file of the package changed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import FAST_UNLEARNING, MICRO
+
+from dfsu.cli import main
+from dfsu.unlearning import methods
+from dfsu.unlearning.methods import Method, register
+
+SHRINK = 0.5  # the toy's whole update: every MLP output weight of the last block halved
+
+
+def toy(cfg, owner, data, name, truth):
+    """The toy method: the owner's model with the last block's MLP output halved, written as
+    every method that trains no adapter writes (ROOT/unlearned/<name>/merged, summary.json)."""
+    from dfsu.components.models import load_causal_lm
+    from dfsu.rundir import atomic_write_json, staged_dir
+    from dfsu.unlearning.result import UnlearnSummary
+
+    model, tokenizer = load_causal_lm(owner.model)
+    last = [m for n, m in model.named_modules() if n.endswith(".mlp")][-1]
+    out_proj = [m for m in last.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        out_proj.weight.mul_(SHRINK)
+    summary = UnlearnSummary.without_adapter(
+        cfg, (1.0, 1.0), 0, 0, name=name, method="toy", data=data, stop_reason="halved",
+        train_texts=0, recited_retain_texts=0, seconds=0.0, rule="none",
+    )  # fmt: skip
+    final = owner.paths.unlearned(name)
+    with staged_dir(final) as out:
+        model.save_pretrained(out / "merged")
+        tokenizer.save_pretrained(out / "merged")
+        atomic_write_json(out / "summary.json", summary.to_json())
+    return final
+
+
+@pytest.fixture
+def registered():
+    register(Method("toy", "toy", "halves the last MLP", None, runner=f"{__name__}:toy",
+                    data=("loop", "oracle"), owner=True))  # fmt: skip
+    yield
+    methods.METHODS.pop("toy")  # registered for this test alone
+
+
+def _halved(original, unlearned):
+    from safetensors.torch import load_file
+
+    before, after = load_file(original), load_file(unlearned)
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert len(changed) == 1 and torch.equal(after[changed[0]], before[changed[0]] * SHRINK)
+
+
+def test_a_registered_method_runs_through_unlearn_and_forget(
+    registered, trained_micro_run, tmp_path
+):
+    import shutil
+
+    _, source = trained_micro_run
+    run = tmp_path / "run"
+    shutil.copytree(source, run)
+    argv = ["--quiet", "unlearn", "--run", str(run), "--method", "toy", "--data", "oracle"]
+    assert main([*argv, *MICRO, *FAST_UNLEARNING]) == 0
+    merged = run / "unlearned" / "toy-oracle" / "merged" / "model.safetensors"
+    _halved(run / "target" / "model.safetensors", merged)
+
+    out = tmp_path / "forgotten"
+    argv = ["--quiet", "forget", "--model", str(run / "target"), "--out", str(out)]
+    config = [*MICRO, *FAST_UNLEARNING, "evaluation.num_samples=2", "leak.attacks=[]"]
+    assert main([*argv, "--method", "toy", *config]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == "toy" and summary["outputs"] == {"merged": "merged"}
+    _halved(run / "target" / "model.safetensors", out / "merged" / "model.safetensors")
+
+
+def test_a_method_is_registered_once_and_whole(registered):
+    with pytest.raises(ValueError, match="already registered"):
+        register(Method("toy", "toy", "again", None, runner="x:y"))
+    with pytest.raises(ValueError, match="an objective .LoRA. or a runner"):
+        register(Method("neither", "neither", "no update", None))
