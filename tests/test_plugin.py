@@ -83,3 +83,38 @@ def test_a_method_is_registered_once_and_whole(registered):
         register(Method("toy", "toy", "again", None, runner="x:y"))
     with pytest.raises(ValueError, match="an objective .LoRA. or a runner"):
         register(Method("neither", "neither", "no update", None))
+
+
+def test_a_model_past_the_bound_is_not_handed_back_unless_accepted(
+    registered, trained_micro_run, tmp_path, monkeypatch, capsys
+):
+    """Breaks: OUT/merged written for a model past the perplexity bound, the exit 0, or the
+    accepting rerun not handing it back."""
+    import dfsu.forget
+
+    _, run = trained_micro_run
+    out = tmp_path / "forgotten"
+    argv = ["--quiet", "forget", "--model", str(run / "target"), "--out", str(out)]
+    argv += ["--method", "toy", *MICRO, *FAST_UNLEARNING, "evaluation.num_samples=2"]
+    argv += ["leak.attacks=[]"]
+    monkeypatch.setattr(dfsu.forget, "past_bound", lambda summary: ["held-out perplexity"])
+    capsys.readouterr()
+    assert main(argv) == 3
+    said = capsys.readouterr().err
+    assert "dfsu: OUT/merged not written: held-out perplexity past the bound" in said
+    assert "--accept-past-bound" in said and "merged/ (the model)" not in said
+    assert not (out / "merged").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["outputs"] == {} and summary["withheld"]["past"] == ["held-out perplexity"]
+    assert main([*argv, "--accept-past-bound"]) == 0  # every stage up to date: handed back
+    _halved(run / "target" / "model.safetensors", out / "merged" / "model.safetensors")
+    assert "withheld" not in json.loads((out / "summary.json").read_text())
+
+
+def test_the_bounds_a_summary_is_past():
+    from dfsu.forget import past_bound
+
+    within = {"perplexity": {"within_bound": True}, "own_samples": {"within_bound": False}}
+    assert past_bound(within) == []  # the own samples' rise is reported, not gated on
+    past = {"perplexity": {"within_bound": False}, "own_samples": None}
+    assert past_bound(past) == ["held-out perplexity"]

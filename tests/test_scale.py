@@ -135,6 +135,7 @@ def test_forget_holds_the_owners_model_in_bf16_and_trains_in_float32(
     config = [*MICRO, *FAST_UNLEARNING, *UNDO_FAST, "evaluation.num_samples=2"]
     config += ["leak.attacks=[relearn:2]", "target.gradient_checkpointing=always"]
     argv = ["--quiet", "forget", "--model", str(owner), "--out", str(out), "--dtype", "bfloat16"]
+    argv.append("--accept-past-bound")  # 4 copy steps on the micro target: past the bound
     assert main([*argv, *config]) == 0
     assert loads.count(torch.float32) == 2  # the owner's check and the copy's student
     assert loads.count(torch.bfloat16) >= 4  # the teacher, each measured model, the attack's

@@ -112,9 +112,12 @@ def forget(
     method: str = "undo",
     force: list[str] | None = None,
     show_pii: bool = False,
+    accept_past_bound: bool = False,
 ) -> dict[str, Any]:
     """The owner's run: seal the public side, tagger, the method's stages, the measurements
-    before and after, then OUT/merged, OUT/adapter, OUT/summary.json and OUT/report.html."""
+    before and after, then OUT/merged, OUT/adapter, OUT/summary.json and OUT/report.html.
+    A model past the perplexity bound is not handed back (``withheld``) unless
+    ``accept_past_bound``."""
     from dfsu.config.attacks import parse_attack
     from dfsu.owner_stages import check_force, pseudo_stages, tagger_stage, unlearn_stage
     from dfsu.stage_runner import Stages
@@ -174,15 +177,41 @@ def forget(
             lambda c: measure_attacks(c, owner, merged, path, attacked, probes, paths.eval(name)),
         )
         measured["attacks"] = json.loads(path.read_text())
-    like = layout_of(model)
-    publish(unlearned, out, like)
     summary = forget_summary(cfg, model, method, measured, unlearned, show_pii)
-    summary["merged_as"] = {"dtype": like.dtype, "shards": like.shards}
+    summary |= handed_back(summary, unlearned, out, layout_of(model), accept_past_bound)
     summary["seconds"] = round(time.time() - started, 1)
     atomic_write_json(paths.summary, summary)
     write_forget_report(paths.report, summary)
     owner_only(out)
     return summary
+
+
+def past_bound(summary: dict[str, Any]) -> list[str]:
+    """The bounds the unlearned model is past: perplexity on the held-out public documents
+    (the bound every method keeps to; the own samples' rise is reported, not gated on: the
+    loop's LoRA moves it on small models while held-out perplexity holds)."""
+    return ["held-out perplexity"] if summary["perplexity"].get("within_bound") is False else []
+
+
+def handed_back(
+    summary: dict[str, Any], unlearned: Path, out: Path, like: Layout, accept: bool
+) -> dict[str, Any]:
+    """OUT/merged (and OUT/adapter) written (``publish``) unless the model is past a bound and
+    the owner did not accept that: then none is (an earlier one is removed: it is not what this
+    summary describes) and the summary says why and what the owner can do (``withheld``)."""
+    past = past_bound(summary)
+    if past and not accept:
+        for part in ("merged", "adapter"):
+            shutil.rmtree(out / part, ignore_errors=True)
+        where = unlearned.relative_to(out) / "merged"
+        words = (
+            f"OUT/merged not written: {' and '.join(past)} past the bound; the model lies in "
+            f"OUT/{where}. Choices: more public text (--public), --method reset (keeps your "
+            "weights), or the same command with --accept-past-bound to hand it back"
+        )
+        return {"outputs": {}, "withheld": {"past": past, "words": words}}
+    publish(unlearned, out, like)
+    return {"merged_as": {"dtype": like.dtype, "shards": like.shards}}
 
 
 def forget_stage_names() -> list[str]:

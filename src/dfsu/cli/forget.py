@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,12 @@ def add_forget_parser(sub: Any) -> None:
         metavar="STAGE",
         help="redo a stage even if up to date, and the stages built on it (e.g. unlearn:dfsu-loop)",
     )
+    _add_machine_options(fg)
+    add_config_args(fg)
+
+
+def _add_machine_options(fg: Any) -> None:
+    """Where and in what the models compute, what is handed back, what is shown."""
     fg.add_argument(
         "--device",
         choices=["auto", "cpu", "cuda"],
@@ -87,8 +94,13 @@ def add_forget_parser(sub: Any) -> None:
     dtypes, held = ["auto", "float32", "bfloat16", "float16"], "models that do not train"
     help_ = f"the {held} held in this (target.dtype; auto: bf16 on a GPU or a bf16 CPU)"
     fg.add_argument("--dtype", choices=dtypes, default=None, help=help_)
+    fg.add_argument(
+        "--accept-past-bound",
+        action="store_true",
+        help="hand back OUT/merged even when perplexity rose past the bound (by default such a "
+        "model is withheld: exit 3, the summary says why)",
+    )
     fg.add_argument("--show-pii", action="store_true", help="true values in the outputs")
-    add_config_args(fg)
 
 
 # --------------------------------------------------------------------------- commands
@@ -114,9 +126,16 @@ def cmd_forget(args: argparse.Namespace) -> int:
         extra += [f"leak.templates={json.dumps(args.shapes)}"]
         extra += [f"synthesis.templates={json.dumps(args.shapes)}"]
     cfg = load_config(args.config, extra)
-    summary = forget(cfg, args.model, args.out, args.method, args.force, args.show_pii)
+    accept = args.accept_past_bound
+    summary = forget(cfg, args.model, args.out, args.method, args.force, args.show_pii, accept)
     print_verdict(summary, Path(args.out))
+    if "withheld" in summary:
+        print(f"dfsu: {summary['withheld']['words']}", file=sys.stderr)
+        return WITHHELD
     return 0
+
+
+WITHHELD = 3  # exit status: the run finished, but its model is past a bound and not handed back
 
 
 GRADE_STYLE = {"good": "green", "mixed": "yellow", "bad": "bold red"}
@@ -143,10 +162,12 @@ def print_verdict(summary: dict[str, Any], out: Path) -> None:
             Text(row["reading"], style=GRADE_STYLE[row["grade"]]),
         )
     console.print(table)
+    outputs = summary.get("outputs", {})
     console.print(
         Text(
-            f"written to {terminal_safe(str(out))}: report.html, merged/ (the model), "
-            + ("adapter/, " if "adapter" in summary.get("outputs", {}) else "")
+            f"written to {terminal_safe(str(out))}: report.html, "
+            + ("merged/ (the model), " if "merged" in outputs else "")
+            + ("adapter/, " if "adapter" in outputs else "")
             + "summary.json"
         )
     )
