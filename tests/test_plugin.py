@@ -106,6 +106,7 @@ def test_a_model_past_the_bound_is_not_handed_back_unless_accepted(
     assert not (out / "merged").exists()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["outputs"] == {} and summary["withheld"]["past"] == ["held-out perplexity"]
+    assert "OUT/merged not written: held-out perplexity past" in (out / "report.html").read_text()
     assert main([*argv, "--accept-past-bound"]) == 0  # every stage up to date: handed back
     _halved(run / "target" / "model.safetensors", out / "merged" / "model.safetensors")
     assert "withheld" not in json.loads((out / "summary.json").read_text())

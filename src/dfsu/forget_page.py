@@ -238,10 +238,12 @@ def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
         for r in verdict_rows(summary)
     ]
     seconds = f", {summary['seconds']:.0f} s" if summary.get("seconds") else ""
+    held_back = summary.get("withheld")
+    withheld = f"<p><b>{esc(held_back['words'])}.</b></p>" if held_back else ""
     body = f"""<h1>dfsu forget</h1>
 <p class=muted>model <code>{esc(summary["model"])}</code> · method {esc(summary["method"])} ·
 {summary["steps"]} unlearning steps{seconds} · values {esc(summary["values_shown"])}</p>
-<div class=verdict><p>{esc(headline(summary))}</p>
+<div class=verdict><p>{esc(headline(summary))}</p>{withheld}
 {table(["measure", "before", "after", "reading"], rows)}</div>
 {_plots_html(summary)}
 {_examples_html(summary.get("examples") or [], summary["values_shown"])}

@@ -87,9 +87,12 @@ def check_checkpoint(cfg: Any, path: Path, prompts: list[str], shapes: list[str]
     prompt (the owner's, or a record shape's) with ``leak.max_new_tokens`` after it."""
     import torch
 
-    from dfsu.components.models import load_causal_lm
+    from dfsu.components.models import held_dtype, load_causal_lm
 
-    model, tokenizer = load_causal_lm(path)
+    # read on the CPU in the dtype the stages will read it in (--dtype): no float32 copy of a
+    # bf16 checkpoint of billions of weights just to check it
+    held = held_dtype(cfg.target.dtype, torch.device("cpu"), path)
+    model, tokenizer = load_causal_lm(path, dtype=held)
     check_finite(model, f"--model {path}")
     rows = model.get_input_embeddings().weight.shape[0]
     head = model.get_output_embeddings()
