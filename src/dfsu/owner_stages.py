@@ -104,12 +104,33 @@ def unlearn_stage(
     """One unlearning of the owner's model by ``recipe`` into ROOT/unlearned/<name>/; returns
     its merged model's directory. ``truth``: the true records, which only the simulation
     hands in (the oracle's data, or the evaluator's privacy trajectory)."""
-    from dfsu.stages.unlearn import unlearn
-
     method, data, source = recipe
     pseudo = owner.paths.pseudo(source)
-    stage(UNLEARN, name, lambda c: unlearn(c, owner, method, data, name, pseudo, truth), recipe)
+    run = lambda c: unlearn_by_method(c, owner, method, data, name, pseudo, truth)  # noqa: E731
+    stage(UNLEARN, name, run, recipe)
     return owner.paths.merged(name)
+
+
+def unlearn_by_method(
+    cfg: Any, owner: Owner, method: str, data: str, name: str, pseudo: Path, truth: Any
+) -> Path:
+    """``stages.unlearn.unlearn`` for a LoRA method; a runner's own update otherwise (the copy,
+    the reset, the edits), seeded and handed the true records as there, without importing the
+    LoRA machinery (its checks, loop, stopping and training loop)."""
+    import torch
+
+    from dfsu.pii.run_records import read_records
+    from dfsu.unlearning.methods import checked_method, run_without_adapters
+
+    spec = checked_method(method, data)
+    if spec.adapters:
+        from dfsu.stages.unlearn import unlearn
+
+        return unlearn(cfg, owner, method, data, name, pseudo, truth)
+    if truth is None and (data == "oracle" or cfg.unlearning.track_privacy):
+        truth = read_records(owner.root)
+    torch.manual_seed(cfg.seed)
+    return run_without_adapters(spec, cfg, owner, data, name, truth)
 
 
 def run_stage(

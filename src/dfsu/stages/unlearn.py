@@ -54,10 +54,9 @@ from dfsu.unlearning.data import Setup, UnlearnData
 from dfsu.unlearning.loop import loop_rounds
 from dfsu.unlearning.lora import lora_config, lora_modules, missing_modules
 from dfsu.unlearning.methods import (
-    DATA,
-    METHODS,
     RULES,
     Method,
+    checked_method,
     keep_rule,
     learning_rate,
     run_without_adapters,
@@ -362,18 +361,6 @@ def unlearn(
 
         shutil.rmtree(owner.paths.rounds(name), ignore_errors=True)
     return owner.paths.unlearned(name)
-
-
-def checked_method(method: str, data: str) -> Method:
-    """The registry entry of ``method``, checked against ``data``."""
-    if method not in METHODS:
-        raise DfsuError(f"--method: {method!r} is not one of {', '.join(METHODS)}")
-    if data not in DATA:
-        raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
-    spec = METHODS[method]
-    if data not in spec.data:
-        raise DfsuError(f"--method {method}: takes --data {' or '.join(spec.data)}, not {data}")
-    return spec
 
 
 def _project(loop: TrainLoop, uc: UnlearnConfig) -> None:

@@ -239,6 +239,20 @@ def run_without_adapters(method: Method, *args: object) -> object:
     return getattr(import_module(module), function)(*args)
 
 
+def checked_method(method: str, data: str) -> Method:
+    """The registry entry of ``method``, checked against ``data``."""
+    from dfsu.errors import DfsuError
+
+    if method not in METHODS:
+        raise DfsuError(f"--method: {method!r} is not one of {', '.join(METHODS)}")
+    if data not in DATA:
+        raise DfsuError(f"--data: {data!r} is not one of {', '.join(DATA)}")
+    spec = METHODS[method]
+    if data not in spec.data:
+        raise DfsuError(f"--method {method}: takes --data {' or '.join(spec.data)}, not {data}")
+    return spec
+
+
 def get_method(name: str) -> Method:
     if name not in METHODS:
         raise ValueError(f"{name!r} is not one of {', '.join(METHODS)}")
