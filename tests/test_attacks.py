@@ -378,7 +378,8 @@ def test_the_lens_finds_the_final_norm_of_gpt2_and_llama(trained_micro_run, kind
         LlamaForCausalLM,
     )
 
-    from dfsu.evaluation.attacks import lens_parts, logit_lens
+    from dfsu.components.anatomy import lens_parts
+    from dfsu.evaluation.attacks import logit_lens
     from dfsu.evaluation.sampler import Prompt
 
     _, run = trained_micro_run

@@ -80,15 +80,14 @@ def test_out_of_range_values_are_refused_with_their_key(override, key):
         load_config("tiny", [override])
 
 
-def test_a_setting_at_its_neutral_value_stays_out_of_stage_keys():
+def test_every_setting_enters_the_key_of_the_stages_that_read_it():
     from dfsu.stage_runner import _section
 
     base = load_config("tiny")
-    assert "contact_records" not in _section(base, "corpus")  # neutral: 0
-    assert "keep" not in _section(base, "leak")  # neutral: None
+    assert _section(base, "corpus")["contact_records"] == 0  # no value stays out (no neutrals)
+    assert "keep" in _section(base, "leak")
     more = load_config("tiny", ["corpus.contact_records=4"])
     assert _section(more, "corpus")["contact_records"] == 4
-    assert "num_documents" in _section(base, "corpus")  # ordinary settings always count
 
 
 def test_a_config_starts_from_its_base(tmp_path):
@@ -225,20 +224,31 @@ def test_an_older_runs_stored_config_loads_and_dumps_the_new_layout(tmp_path):
     assert load_config(str(tmp_path / "new.yaml")) == cfg  # round trip
 
 
-def test_grouped_settings_keep_their_flat_names_in_stage_keys():
-    """Stage keys read a group's settings as ``group_setting``, the old flat key, so run
-    directories made before the grouping stay up to date."""
-    from dfsu.config import MOVED
-    from dfsu.stage_runner import _section
+def test_an_unlearning_is_keyed_by_its_methods_groups_alone(tmp_path):
+    """An unlearning's key reads the shared settings and its method's groups (and the loop's
+    on the loop's data): a new group needs no value that keeps older keys; reading a group it
+    does not declare is an error naming the stage."""
+    from dfsu.stage_runner import Stages
+    from dfsu.stage_table import UNLEARN, Recipe
 
-    for old, new in MOVED.items():
-        section, group, leaf = new.split(".")
-        assert old == f"{section}.{group}_{leaf}"
-    keyed = _section(load_config("tiny"), "unlearning")
-    assert {"npo", "distill", "loop"}.isdisjoint(keyed)
-    assert (keyed["npo_beta"], keyed["loop_rounds"], keyed["loop_steps"]) == (0.1, 4, 60)
-    assert (keyed["distill_gamma"], keyed["distill_lr"]) == (30.0, 1e-3)
-    assert "distill_pii_weight" not in keyed  # at its neutral value
+    def key(overrides: list[str], recipe: Recipe) -> str:
+        cfg = load_config("tiny", overrides)
+        return Stages(cfg, tmp_path / "k", set())._state(UNLEARN, "x", recipe)[0]
+
+    pscu, npo = Recipe("pscu", "pseudo", "self"), Recipe("npo", "pseudo", "self")
+    loop, undo = Recipe("pscu", "loop", "self"), Recipe("undo", "loop", "self")
+    for group in ("unlearning.undo.steps=7", "unlearning.reset.budget=0.5"):
+        assert key([group], pscu) == key([], pscu) == key([], pscu)
+    assert key(["unlearning.npo.beta=0.3"], npo) != key([], npo)
+    assert key(["unlearning.npo.beta=0.3"], pscu) == key([], pscu)
+    assert key(["unlearning.loop.steps=7"], loop) != key([], loop)
+    assert key(["unlearning.loop.steps=7"], pscu) == key([], pscu)
+    assert key(["unlearning.undo.steps=7"], undo) != key([], undo)
+    assert key(["unlearning.lr=0.5"], pscu) != key([], pscu)  # shared settings count
+    seen = load_config("tiny").unlearning.reading(("npo",), "unlearn:x")
+    assert seen.npo.beta == 0.1
+    with pytest.raises(DfsuError, match="unlearn:x: reads unlearning.undo.steps"):
+        _ = seen.undo.steps
 
 
 def test_a_sweep_grid_may_use_an_old_key():

@@ -320,7 +320,7 @@ def test_forget_refuses_odd_model_directories_in_one_line(tmp_path, capsys):
     expected = {
         "missing": "not a directory",
         "no config": "no config.json",
-        "architecture": "model_type 'bert' has no LoRA module map",
+        "architecture": "model_type 'bert' has no module map in dfsu",
         "pickled": "pickled weights are never loaded",
         "tokenizer": "no tokenizer files",
         "json": "not a JSON object",

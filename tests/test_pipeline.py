@@ -289,6 +289,41 @@ def test_a_forced_stage_redoes_the_stages_built_on_it_even_after_a_kill(tmp_path
     assert ran == ["a", "b", "a", "b"] and recorded_keys(tmp_path) == keys
 
 
+def test_a_run_directory_of_the_old_key_format_is_refused_in_one_line_then_rekeyed(
+    tmp_path, micro_cfg
+):
+    """Finished stages keyed by an earlier format are never redone silently: the command
+    stops with what to do; after `dfsu rekey` they are taken as made, under today's keys."""
+    from dfsu.cli import main
+    from dfsu.errors import DfsuError
+    from dfsu.stage_runner import KEY_FORMAT, Stages
+    from dfsu.stage_table import StageDef
+
+    made = tmp_path / "made.txt"
+    one = StageDef("a", "a", ("seed",), (), lambda u: [], lambda p, a: [made], False)
+    ran: list[str] = []
+
+    def run() -> str:
+        return Stages(micro_cfg, tmp_path, set())(one, "", lambda c: ran.append("a"))
+
+    made.write_text("hours of work")
+    old = {"stages": {"a": {"key": "0123456789abcdef", "status": "done", "seconds": 9.0}}}
+    (tmp_path / "manifest.json").write_text(json.dumps(old))
+    with pytest.raises(DfsuError, match=r"key format 1, now 2\); `dfsu rekey .*` keeps them"):
+        run()
+    assert main(["rekey", str(tmp_path)]) == 0
+    key = run()
+    assert ran == []  # kept as made, not redone
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["key_format"] == KEY_FORMAT
+    assert manifest["stages"]["a"] == {"key": key, "status": "done", "seconds": 9.0}
+    assert run() == key and ran == []  # up to date under today's key
+    assert main(["rekey", str(tmp_path)]) == 0  # nothing to do: today's format
+    made.unlink()
+    run()
+    assert ran == ["a"]  # an output gone: redone as ever
+
+
 @pytest.mark.slow
 def test_the_bound_is_checked_on_held_out_public_documents_not_the_reported_ones(reference):
     # The checks read the owner's held-out public documents (RUN/sealed/check.jsonl); the

@@ -10,6 +10,7 @@ import pytest
 import torch
 from conftest import changed_parameters
 
+from dfsu.components.anatomy import mlps
 from dfsu.config import load_config
 from dfsu.stages.unlearn import unlearn
 from dfsu.unlearning.reset.repair import Repair, banned_at_values, repair
@@ -17,7 +18,6 @@ from dfsu.unlearning.reset.units import (
     attribution_scores,
     chosen_units,
     combined,
-    mlps,
     neuron_masks,
     projection_scores,
     reset_units,

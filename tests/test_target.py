@@ -156,14 +156,14 @@ def test_continued_pretraining_from_a_local_checkpoint(tmp_path, micro_cfg):
 
 @pytest.mark.parametrize("arch", ["gpt_neox", "gpt2", "llama"])
 def test_the_target_is_built_in_the_configured_architecture(arch):
+    from dfsu.components.anatomy import ARCHITECTURES
     from dfsu.simulation.stages.target import build_model
-    from dfsu.unlearning.lora import LORA_MODULES
 
     cfg = load_config(
         "tiny", [f"target.arch={arch}", "target.hidden_size=32", "target.num_layers=1"]
     )
     model = build_model(cfg.target, 300, 0, 1)
-    assert model.config.model_type == arch and arch in LORA_MODULES
+    assert model.config.model_type == arch and arch in ARCHITECTURES
     ids = torch.tensor([[0, 5, 7]])
     out = model(input_ids=ids, labels=ids)
     assert out.logits.shape == (1, 3, 300)

@@ -201,7 +201,7 @@ def test_lora_modules_per_architecture():
     assert "mlp.c_fc" in lora_modules("gpt2", "full") and "attn.c_attn" in lora_modules(
         "gpt2", "full"
     )
-    with pytest.raises(DfsuError, match="no LoRA module map"):
+    with pytest.raises(DfsuError, match="no module map"):
         lora_modules("mamba", "mlp")
     assert lora_modules("gpt_neox", "mlp+head") == ["dense_h_to_4h", "dense_4h_to_h", "lm_head"]
 
@@ -216,11 +216,11 @@ def test_every_lora_module_name_matches_a_module_or_unlearn_refuses(trained_micr
     # The output layer's old name: PEFT would skip it silently beside the MLP names.
     assert missing_modules(model, ["embed_out", "dense_4h_to_h"]) == ["embed_out"]
     run = _copy(source, tmp_path)
-    import dfsu.unlearning.lora as trainer
+    import dfsu.components.anatomy as trainer
 
-    head = dict(trainer.LORA_MODULES["gpt_neox"], head=["embed_out"])
+    head = dict(trainer.ARCHITECTURES["gpt_neox"], head=["embed_out"])
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(trainer.LORA_MODULES, "gpt_neox", head)
+        mp.setitem(trainer.ARCHITECTURES, "gpt_neox", head)
         overrides = [*FAST, "unlearning.lora_target=mlp+head"]
         with pytest.raises(DfsuError, match="no module embed_out"):
             unlearn(load_config(str(run / "config.yaml"), overrides), run, "pscu", "oracle")

@@ -46,8 +46,9 @@ from dfsu.rundir import (
     staged_dir,
 )
 from dfsu.runlock import hold
-from dfsu.stage_table import Recipe, undo_teacher
+from dfsu.stage_table import Recipe
 from dfsu.stages.seal import seal_public
+from dfsu.unlearning.methods import METHODS, built_on
 
 
 @dataclass(frozen=True)
@@ -150,8 +151,8 @@ def forget(
     stage.keys["tagger"] = tagger_stage(cfg, out, stage, True)
     if recipe.data == "pseudo":
         pseudo_stages(owner, stage, {recipe.source})
-    taught_by = undo_teacher(cfg, recipe.data) if recipe.method == "undo" else None
-    if taught_by:  # the copy distils from the loop's unlearning (undo.teacher: unlearned)
+    taught_by = built_on(METHODS[recipe.method], cfg.unlearning, recipe.data)
+    if taught_by:  # e.g. undo.teacher: unlearned: the copy distils from the loop's unlearning
         loop = offered["loop"]
         teacher = Recipe(loop.method, loop.data, cfg.synthesis.source)
         unlearn_stage(owner, stage, taught_by, teacher)

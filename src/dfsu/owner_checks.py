@@ -21,8 +21,8 @@ PROBE_TEXT = "The meeting was moved to Tuesday morning, and the notes were sent 
 def check_model_dir(path: str | Path) -> Path:
     """The model directory, resolved, or a one-line error saying what is missing: a Hugging
     Face config of an architecture dfsu puts LoRA on, safetensors weights, a tokenizer."""
+    from dfsu.components.anatomy import module_names
     from dfsu.components.models import require_safetensors
-    from dfsu.unlearning.lora import LORA_MODULES
 
     path = Path(path)
     if not path.is_dir():
@@ -34,11 +34,7 @@ def check_model_dir(path: str | Path) -> Path:
         model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
     except (ValueError, UnicodeDecodeError, AttributeError):
         raise DfsuError(f"{config}: not a JSON object") from None
-    if model_type not in LORA_MODULES:
-        raise DfsuError(
-            f"{config}: model_type {model_type!r} has no LoRA module map "
-            f"(known: {', '.join(sorted(LORA_MODULES))})"
-        )
+    module_names(model_type, str(config))
     require_safetensors(path, "*.safetensors")
     if not any((path / name).is_file() for name in TOKENIZER_FILES) and not any(
         path.glob("*.model")

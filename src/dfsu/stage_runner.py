@@ -25,13 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.components import checkpoint, profiling
-from dfsu.config import RunConfig, config_to_dict, neutral_free
+from dfsu.config import RunConfig, config_to_dict, key_dict
 from dfsu.errors import DfsuError
 from dfsu.owner import boundary, refused
 from dfsu.rundir import RunPaths, atomic_write_json, read_manifest
 from dfsu.runlock import hold
 from dfsu.stage_table import Recipe, StageDef, sealed, upstream_of
 from dfsu.ui import info
+
+# The format of the keys: part of every key and of RUN/manifest.json ("key_format"). 2: an
+# unlearning keyed by its method's settings groups alone, every setting at its value.
+KEY_FORMAT = 2
 
 
 def stage_key(*parts: Any) -> str:
@@ -42,7 +46,7 @@ def stage_key(*parts: Any) -> str:
 
 def _section(cfg: RunConfig, name: str) -> Any:
     value = getattr(cfg, name)
-    return neutral_free(value) if dataclasses.is_dataclass(value) else value
+    return key_dict(value) if dataclasses.is_dataclass(value) else value
 
 
 class ConfigView:
@@ -158,6 +162,7 @@ class Stages:
         self.propagate = propagate  # a forced stage's redo redoes what builds on it
         self.keys: dict[str, str] = dict(keys or {})
         self.path = RunPaths(run).manifest
+        check_key_format(self.path)
         self.timings: dict[str, float] = {}
         self.profile = Profile(RunPaths(run).profile, stage_key(config_to_dict(cfg)))
         if keep_profile:  # one stage run by hand: the other stages' entries stay
@@ -177,6 +182,8 @@ class Stages:
         key, entry, due = self._state(stage, arg, recipe)
         self.keys[name] = made_key(key, entry)
         if not due:
+            if entry.get("adopt"):  # kept by `dfsu rekey`: recorded under this format's key
+                self._record(name, {k: v for k, v in entry.items() if k != "adopt"} | {"key": key})
             info(f"[dim]{name}: up to date[/dim]")
             self.timings[name] = entry.get("seconds", 0.0)
             self.profile.reused(name)
@@ -192,20 +199,27 @@ class Stages:
                 RunPaths(self.run).checkpoints, name, key, every.every_steps, every.every_minutes
             ),
         ):
-            fn(ConfigView(self.cfg, name, stage.reads))  # type: ignore[arg-type]
+            fn(ConfigView(self._seen(stage, name, recipe), name, stage.reads))  # type: ignore[arg-type]
         seconds = round(time.time() - started, 2)
         self.profile.measured(name, seconds, counts)
-        manifest = read_manifest(self.path)
         done = {"key": key, "status": "done", "seconds": seconds}
         done["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
         if self.propagate and (name in self.force or stage.kind in self.force):  # made_key
             done["made"] = uuid.uuid4().hex
-        manifest.setdefault("stages", {})[name] = done
-        atomic_write_json(self.path, manifest)
+        self._record(name, done)
         checkpoint.clear(RunPaths(self.run).checkpoints, name)
         self.timings[name] = seconds
         self.keys[name] = made_key(key, done)
         return self.keys[name]
+
+    def _record(self, name: str, entry: dict[str, Any]) -> None:
+        manifest = read_manifest(self.path)
+        manifest.setdefault("stages", {})[name] = entry
+        atomic_write_json(self.path, manifest | {"key_format": KEY_FORMAT})
+
+    def _seen(self, stage: StageDef, name: str, recipe: Recipe | None) -> RunConfig:
+        """The config as ``stage`` sees it (``StageDef.narrowed``)."""
+        return stage.narrowed(self.cfg, name, recipe) if stage.narrowed else self.cfg
 
     def due(self, stage: StageDef, arg: str = "", recipe: Recipe | None = None) -> bool:
         """Whether the stage would run: forced, its key changed, or an output missing."""
@@ -217,16 +231,53 @@ class Stages:
         """The stage's key, its manifest entry, and whether it is due."""
         name = stage.name(arg)
         upstream = upstream_of(self.cfg, stage, arg, self.keys, recipe)
-        key = stage_key(upstream, {s: _section(self.cfg, s) for s in stage.reads})
+        seen = self._seen(stage, name, recipe)
+        key = stage_key(KEY_FORMAT, upstream, {s: _section(seen, s) for s in stage.reads})
         entry = read_manifest(self.path).get("stages", {}).get(name, {})
         due = (
             name in self.force
             or stage.kind in self.force
-            or entry.get("key") != key
+            or (entry.get("key") != key and not entry.get("adopt"))
             or entry.get("status") != "done"
             or not all(p.exists() for p in stage.outputs(RunPaths(self.run), arg))
         )
         return key, entry, due
+
+
+def check_key_format(manifest: Path) -> None:
+    """A run directory whose finished stages were keyed by an earlier format is a one-line
+    error saying what to do: its keys cannot be compared with today's, and redoing them
+    silently could cost hours."""
+    recorded = read_manifest(manifest)
+    stages = recorded.get("stages", {})
+    done = [n for n, e in stages.items() if e.get("status") == "done" and not e.get("adopt")]
+    if done and recorded.get("key_format") != KEY_FORMAT:
+        run = manifest.parent
+        raise DfsuError(
+            f"{run}: its {len(done)} finished stages were keyed by an earlier dfsu (key format "
+            f"{recorded.get('key_format', 1)}, now {KEY_FORMAT}); `dfsu rekey {run}` keeps them "
+            f"as they are (when they were made with the config you run now), or run into a new "
+            f"directory"
+        )
+
+
+def rekey(run: Path) -> list[str]:
+    """`dfsu rekey`: RUN's finished stages kept as made: each marked ``adopt``, which the next
+    command that reaches it takes as up to date (its outputs existing) and records under
+    today's key. Returns their names."""
+    path = RunPaths(run).manifest
+    if not path.is_file():
+        raise DfsuError(f"{run}: not a run directory (no manifest.json)")
+    hold(run)
+    manifest = read_manifest(path)
+    stages = manifest.get("stages", {})
+    if manifest.get("key_format") == KEY_FORMAT:
+        return []
+    kept = [n for n, e in stages.items() if e.get("status") == "done"]
+    for name in kept:
+        stages[name]["adopt"] = True
+    atomic_write_json(path, {**manifest, "stages": stages, "key_format": KEY_FORMAT})
+    return kept
 
 
 def made_key(key: str, entry: dict[str, Any]) -> str:

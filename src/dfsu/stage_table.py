@@ -3,13 +3,15 @@ reads, the stages it builds on and how their keys enter its own, what it writes,
 it runs behind the owner's boundary. The runner (``stage_runner.Stages``), `dfsu run`,
 `dfsu forget` and the stage commands all read it; none of them names a stage's outputs.
 
-A stage's key is the hash of its config sections and of its ``upstream`` list. The lists are
-frozen: their parts and order are those of the run directories already on disk, which stay
-reusable only while a stage's key stays the same bytes.
+A stage's key is the hash of its config sections and of its ``upstream`` list (an
+unlearning's: of the ``unlearning`` section, its method's groups alone). The lists are frozen:
+their parts and order are those of the run directories already on disk, which stay reusable
+only while a stage's key stays the same bytes (``stage_runner.KEY_FORMAT`` marks the format).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,23 +20,13 @@ from typing import Any, NamedTuple
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.rundir import RunPaths, file_hash
+from dfsu.unlearning.methods import METHODS, built_on, settings_groups
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
 EVAL_FORMAT = 7
 
 # The evaluated models that are no unlearning: each one's stage (and directory).
 TRAINED = {"original": "target", "retrain": "retrain"}
-# With ``unlearning.undo.teacher: unlearned`` the undo rows distil from the LoRA unlearning
-# of the same data (its merged model): the name of that unlearning's stage argument, by data.
-# Its key enters the undo row's. With ``owner`` (the default) they distil from the owner's
-# model and build on no unlearning.
-UNDO_TEACHER = {"loop": "dfsu-loop", "oracle": "oracle"}
-
-
-def undo_teacher(cfg: Any, data: str) -> str | None:
-    """The unlearning stage an undo row of ``data`` distils from (``UNDO_TEACHER``), or None
-    when it distils from the owner's model (``unlearning.undo.teacher: owner``)."""
-    return UNDO_TEACHER[data] if cfg.unlearning.undo.teacher == "unlearned" else None
 
 
 class Recipe(NamedTuple):
@@ -69,6 +61,9 @@ class StageDef:
     upstream: Callable[[Upstream], list[Any]]  # its key's parts besides its sections
     outputs: Callable[[RunPaths, str], list[Path]]  # checked before it is skipped
     data_free: bool  # behind the owner's boundary (an unlearning: unless it reads the records)
+    # the config as the stage sees it and its key reads it, given its name and recipe (an
+    # unlearning: its method's settings groups alone); None: the run's config
+    narrowed: Callable[[RunConfig, str, Recipe | None], RunConfig] | None = None
 
     def name(self, arg: str = "") -> str:
         return self.named.format(arg=arg)
@@ -117,10 +112,19 @@ def _unlearn(u: Upstream) -> list[Any]:
     method, data, source = u.recipe
     upstream = u.keys.get(f"annotate:{source}") if data == "pseudo" else u.keys.get("target")
     keys = [upstream, u.keys.get("seal"), method, data, u.keys.get("tagger", "")]
-    teacher = undo_teacher(u.cfg, data) if method == "undo" else None
-    if teacher:  # the teacher: the LoRA unlearning of the same data
+    teacher = built_on(METHODS[method], u.cfg.unlearning, data)
+    if teacher:  # the unlearning it builds on (undo's teacher), of the same data
         keys.append(u.keys.get(f"unlearn:{teacher}"))
     return keys
+
+
+def _method_settings(cfg: RunConfig, name: str, recipe: Recipe | None) -> RunConfig:
+    """The config an unlearning stage sees: of the ``unlearning`` section the shared
+    settings and its method's groups (``methods.settings_groups``), the others unreadable."""
+    if recipe is None:
+        raise DfsuError(f"stage {name}: no recipe given")
+    groups = settings_groups(METHODS[recipe.method], recipe.data)
+    return dataclasses.replace(cfg, unlearning=cfg.unlearning.reading(groups, name))
 
 
 def _evaluate(u: Upstream) -> list[Any]:  # the leak estimate reads the owner's swap pool
@@ -245,6 +249,7 @@ UNLEARN = StageDef(
     upstream=_unlearn,
     outputs=lambda p, a: [p.merged(a) / "model.safetensors"],
     data_free=True,
+    narrowed=_method_settings,
 )
 # One model's evaluation (the argument: original, retrain or an unlearning's name).
 EVALUATE = StageDef(

@@ -24,7 +24,7 @@ GROUPS = {
     "method": ("add_method_parsers", ("unlearn", "synthesize", "annotate")),
     "run": ("add_run_parsers", ("demo", "run", "sweep")),
     "forget": ("add_forget_parser", ("forget",)),
-    "tools": ("add_tool_parsers", ("audit", "config", "score", "evaluate")),
+    "tools": ("add_tool_parsers", ("audit", "config", "score", "evaluate", "rekey")),
 }
 COMMANDS = {command: group for group, (_, commands) in GROUPS.items() for command in commands}
 

@@ -71,7 +71,7 @@ def _add_audit_parser(sub: Any) -> None:
 
 
 def add_tool_parsers(sub: Any) -> None:
-    """Audit, scoring, evaluation of any checkpoint, the resolved config."""
+    """Audit, scoring, evaluation of any checkpoint, the resolved config, rekey."""
     from dfsu.config import MAX_SEED
 
     _add_audit_parser(sub)
@@ -100,6 +100,13 @@ def add_tool_parsers(sub: Any) -> None:
 
     show = sub.add_parser("config", help="print a resolved config as YAML")
     add_config_args(show)
+
+    rekey = sub.add_parser(
+        "rekey",
+        help="keep a run directory's finished stages, made by an earlier dfsu, as they are "
+        "(the next command takes them as up to date and records today's keys)",
+    )
+    rekey.add_argument("run", help="run directory (RUN of dfsu run, OUT of dfsu forget)")
 
 
 # --------------------------------------------------------------------------- commands
@@ -290,6 +297,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     nli = f", NLI accuracy {result['NLI_acc']:.1f}%" if "NLI_acc" in result else ""
     written = terminal_safe(args.out)
     print(f"perplexity {result['PPL']:.2f}{nli}; written to {written}", file=sys.stderr)
+    return 0
+
+
+def cmd_rekey(args: argparse.Namespace) -> int:
+    from dfsu.stage_runner import rekey
+    from dfsu.ui import terminal_safe
+
+    kept = rekey(Path(args.run))
+    where = terminal_safe(args.run)
+    if not kept:
+        print(f"{where}: its keys are of today's format; nothing to do", file=sys.stderr)
+    else:
+        print(
+            f"{where}: {len(kept)} finished stages kept as made; run the command that made "
+            "them (with the same config) to record today's keys",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -32,12 +32,12 @@ from dfsu.config.evaluation import (
 from dfsu.config.fields import (
     MAX_NEW_TOKENS,
     MAX_SEED,
-    NO_NEUTRAL,
+    Unread,
     _check_ranges,
     _f,
     capped_repr,
     check_range,
-    neutral_free,
+    key_dict,
 )
 from dfsu.config.moved import MOVED, migrate, override_key
 from dfsu.config.sections import CorpusConfig, DataConfig, InverterConfig, TargetConfig
@@ -59,7 +59,6 @@ __all__ = [
     "MAX_PREFIX_TOKENS",
     "MAX_SEED",
     "MOVED",
-    "NO_NEUTRAL",
     "RECITE_BRANCHES",
     "SOURCES",
     "CheckpointConfig",
@@ -81,6 +80,7 @@ __all__ = [
     "TaggerConfig",
     "TargetConfig",
     "UnlearnConfig",
+    "Unread",
     "apply_overrides",
     "capped_repr",
     "check_range",
@@ -89,7 +89,7 @@ __all__ = [
     "dump_config",
     "load_config",
     "load_yaml",
-    "neutral_free",
+    "key_dict",
     "resolve_config_path",
 ]
 

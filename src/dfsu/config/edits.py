@@ -17,23 +17,17 @@ class EditConfig:
     blocks: int | None = _f(
         None,
         "the MLP down-projections of this many blocks from the first are edited (null: half)",
-        neutral=None,
         bounds=(1, 10_000),
     )
     preserve: float = _f(
         1.0,
         "weight of a preserved key (the public text's) against a forget key in the least squares",
-        neutral=1.0,
         bounds=(0.0, 1e6),
     )
-    steps: int = _f(
-        40, "Adam steps that find each block's wanted change", neutral=40, bounds=(1, 100_000)
-    )
-    lr: float = _f(0.05, "their learning rate", neutral=0.05, bounds=(1e-8, 100.0))
-    decay: float = _f(1e-3, "their L2 penalty on the change", neutral=1e-3, bounds=(0.0, 1e6))
-    public: int = _f(
-        256, "public texts whose keys are preserved", neutral=256, bounds=(1, 10_000_000)
-    )
+    steps: int = _f(40, "Adam steps that find each block's wanted change", bounds=(1, 100_000))
+    lr: float = _f(0.05, "their learning rate", bounds=(1e-8, 100.0))
+    decay: float = _f(1e-3, "their L2 penalty on the change", bounds=(0.0, 1e6))
+    public: int = _f(256, "public texts whose keys are preserved", bounds=(1, 10_000_000))
 
     def __post_init__(self) -> None:
         _check_ranges(self, "unlearning.edit.")
@@ -46,51 +40,43 @@ class RevsConfig:
     blocks: int | None = _f(
         None,
         "the MLP neurons of this many blocks from the first are edited (null: every block)",
-        neutral=None,
         bounds=(1, 10_000),
     )
     rank: int = _f(
         20,
         "a value token is edited while the logit lens of some layer ranks it in this top",
-        neutral=20,
         bounds=(1, 1_000_000),
     )
     top: int = _f(
         100,
         "a neuron writes a token when its output ranks the token in this top",
-        neutral=100,
         bounds=(1, 1_000_000),
     )
     floor: int | None = _f(
         None,
         "the rank a demoted token falls to in the neuron's own ranking (null: half the "
         "vocabulary: the neuron no longer writes it)",
-        neutral=None,
         bounds=(1, 10_000_000),
     )
     neurons: int = _f(
         2,
         "neurons edited per block at each position still ranked high",
-        neutral=2,
         bounds=(1, 1_000_000),
     )
     per_neuron: int = _f(
         2,
         "most tokens one neuron is edited for in a round (at this scale every neuron writes "
         "many tokens)",
-        neutral=2,
         bounds=(1, 1_000_000),
     )
     common: int = _f(
         300,
         "the public text's commonest tokens, never demoted (they write the text around values)",
-        neutral=300,
         bounds=(0, 10_000_000),
     )
     rounds: int = _f(
         6,
         "most rounds of edits (a round past the perplexity bound is undone and ends them)",
-        neutral=6,
         bounds=(1, 1000),
     )
 

@@ -30,7 +30,6 @@ class EvalConfig:
         "prompts per sampling batch, each with its K continuations (the leak estimate takes at "
         "least 32); larger batches make fewer decoding steps, which pays on a GPU; the random "
         "draws depend on it",
-        neutral=16,
         bounds=(1, 65_536),
     )
     attacks: list[str] = _f(
@@ -38,15 +37,12 @@ class EvalConfig:
         "attacks each evaluated model is also read under (dfsu.evaluation.attacks): "
         "samples:K, greedy, beam:N, quant:B, relearn:N, relearn-lora:N, relearn-swap:N, "
         "lens:K, mia; [] = none",
-        neutral=[],
     )
     attack_group: int = _f(
-        64, "weights per quantization group (attack quant:B)", neutral=64, bounds=(1, 1 << 20)
+        64, "weights per quantization group (attack quant:B)", bounds=(1, 1 << 20)
     )
-    relearn_lr: float = _f(1e-4, "AdamW learning rate of the relearning attack", neutral=1e-4)
-    relearn_batch: int = _f(
-        8, "sequences per step of the relearning attack", neutral=8, bounds=(1, 4096)
-    )
+    relearn_lr: float = _f(1e-4, "AdamW learning rate of the relearning attack")
+    relearn_batch: int = _f(8, "sequences per step of the relearning attack", bounds=(1, 4096))
 
     def __post_init__(self) -> None:
         from dfsu.config.attacks import parse_attack
@@ -142,20 +138,17 @@ class LeakConfig:
         None,
         "file of public values to keep (as synthesis.keep): never counted as leaked, never "
         "ascended by dfsu-loop",
-        neutral=None,
     )
     attacks: list[str] = _f(
         list(FORGET_ATTACKS),
         "weight attacks `dfsu forget` reads the unlearned model's leak estimate under: quant:B, "
         "relearn:N, relearn-lora:N (on the owner's public text); [] = none",
-        neutral=list(FORGET_ATTACKS),  # read by forget's attack stage only, never by evaluate
     )
     own_samples: int = _f(
         512,
         "`dfsu forget`: unprompted samples of the model as given; each model's perplexity on "
         "those the annotator finds no PII in, per sample, gives the median rise (what it writes "
         "by itself, beyond the public text); 0 = off",
-        neutral=512,  # read by forget's measures only, never by evaluate
         bounds=(0, 1_000_000),
     )
 

@@ -1,5 +1,6 @@
-"""The pieces every config section is built from: a field with its help string, neutral
-value and range, the range check and the short repr its errors use, and the shared limits."""
+"""The pieces every config section is built from: a field with its help string and range,
+the range check and the short repr its errors use, the shared limits, and a section as a
+stage key reads it (``key_dict``; ``Unread``: a group a stage may not read)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any
 
 from dfsu.errors import DfsuError
 
-NO_NEUTRAL = object()
 MAX_SEED = 2**32 - 1  # numpy's seeds stop here; torch's and Python's take it too
 MAX_NEW_TOKENS = 4096  # tokens a model may be asked to generate per text
 
@@ -40,35 +40,47 @@ def check_range(value: Any, name: str, lo: float, hi: float) -> Any:
     return value
 
 
-def _f(
-    default: Any, help: str, neutral: Any = NO_NEUTRAL, bounds: tuple[float, float] | None = None
-) -> Any:
+def _f(default: Any, help: str, bounds: tuple[float, float] | None = None) -> Any:
     """A dataclass field with a help string (lists and dicts get a fresh copy per instance).
-
-    ``neutral``: for a setting added after others, the value that does what the code did
-    before it existed; at that value it stays out of stage keys (``neutral_free``), so run
-    directories made before it stay up to date. ``bounds``: the range [lo, hi] of a count or
-    size (checked by ``_check_ranges``; every int field has one)."""
-    metadata = {"help": help} | ({} if neutral is NO_NEUTRAL else {"neutral": neutral})
-    metadata |= {} if bounds is None else {"range": bounds}
+    ``bounds``: the range [lo, hi] of a count or size (checked by ``_check_ranges``; every int
+    field has one)."""
+    metadata = {"help": help} | ({} if bounds is None else {"range": bounds})
     if isinstance(default, list | dict):
         return field(default_factory=lambda d=default: type(d)(d), metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
-def neutral_free(section: Any) -> dict[str, Any]:
-    """A config section as a dict without the settings that are at their neutral value: what
-    stage keys read. A group of settings (``unlearning.distill``) enters flat, each setting
-    as ``group_setting`` (``distill_gamma``): the flat key it had before the section was
-    grouped (``config.moved``), so run directories made before still match their keys."""
-    out = dataclasses.asdict(section)
+class Unread:
+    """A settings group that the stage at hand does not read, in its place: the group is not
+    part of the stage's key, so reading it is an error (a key that misses what its stage
+    reads would leave a stale result standing)."""
+
+    def __init__(self, key: str, stage: str):
+        self._where = (key, stage)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        key, stage = self._where
+        raise DfsuError(
+            f"{stage}: reads {key}.{name}, a group its method does not declare "
+            f"(Method.groups), so its key would not change with it"
+        )
+
+    def __repr__(self) -> str:
+        return f"Unread({self._where[0]!r})"
+
+
+def key_dict(section: Any) -> dict[str, Any]:
+    """A config section as a stage key reads it: every setting, its groups nested, without
+    the groups the stage does not read (``Unread``)."""
+    out: dict[str, Any] = {}
     for f in dataclasses.fields(section):
         value = getattr(section, f.name)
         if dataclasses.is_dataclass(value):
-            del out[f.name]
-            out |= {f"{f.name}_{k}": v for k, v in neutral_free(value).items()}
-        elif "neutral" in f.metadata and out[f.name] == f.metadata["neutral"]:
-            del out[f.name]
+            out[f.name] = key_dict(value)
+        elif not isinstance(value, Unread):
+            out[f.name] = value
     return out
 
 

@@ -14,9 +14,8 @@ from typing import Any
 from dfsu.config.fields import capped_repr
 from dfsu.errors import DfsuError
 
-# old key -> new key. Stage keys read a group's settings under the old flat names
-# (``fields.neutral_free``), so a moved setting's new key is ``section.group.setting`` for the
-# old ``section.group_setting``.
+# old key -> new key: a moved setting's new key is ``section.group.setting`` for the old
+# ``section.group_setting``.
 MOVED: dict[str, str] = {
     "unlearning.npo_beta": "unlearning.npo.beta",
     "unlearning.distill_gamma": "unlearning.distill.gamma",

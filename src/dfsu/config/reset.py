@@ -11,7 +11,6 @@ from dfsu.config.fields import _check, _check_ranges, _f
 RESET_SCORES = ("both", "attribution", "projection")
 
 
-# Every neutral value is the default: the group is new, no run directory holds a reset row.
 @dataclass
 class ResetConfig:
     """``unlearning.reset``: the reset rows (a share of MLP neurons reset and repaired)."""
@@ -19,7 +18,6 @@ class ResetConfig:
     budget: float = _f(
         0.02,
         "share of all MLP neurons reset in the first round (the highest scored)",
-        neutral=0.02,
         bounds=(1e-6, 1.0),
     )
     score: str = _f(
@@ -27,7 +25,6 @@ class ResetConfig:
         "how neurons are scored: attribution (activation x gradient of the values' "
         "log-probability where they are given back), projection (their output vector's "
         "logits for the values' tokens) or both (each scaled to its largest, added)",
-        neutral="both",
     )
     token_chars: int = _f(
         2,
@@ -35,45 +32,38 @@ class ResetConfig:
         "and kept samples never need are reset too (their input and output rows) and given no "
         "mass in every repair target; on a tuning run they held most of what the lens and "
         "membership read (docs/history.md); 0: none",
-        neutral=2,
         bounds=(0, 1000),
     )
     steps: int = _f(
         300,
         "repair steps of each round (AdamW on the reset entries alone)",
-        neutral=300,
         bounds=(1, 1_000_000),
     )
-    lr: float = _f(1e-3, "the repair's learning rate", neutral=1e-3, bounds=(1e-8, 10.0))
+    lr: float = _f(1e-3, "the repair's learning rate", bounds=(1e-8, 10.0))
     batch_size: int = _f(
         8,
         "public blocks per repair step (half as many value rows and own samples beside)",
-        neutral=8,
         bounds=(1, 4096),
     )
     rounds: int = _f(
         3,
         "gate rounds at most: while the owner's depth reading says inside, the budget widens",
-        neutral=3,
         bounds=(1, 100),
     )
     widen: float = _f(
         2.0,
         "the budget's factor from one gate round to the next",
-        neutral=2.0,
         bounds=(1.0, 1000.0),
     )
     lens: float = _f(
         12.0,
         "inside while the owner's lens ranks more than this percent of the found values' "
         "tokens in its top 10 at the middle layer",
-        neutral=12.0,
         bounds=(0.0, 100.0),
     )
     membership: float = _f(
         60.0,
         "inside while the owner's two-sided membership AUC on the found values is above this",
-        neutral=60.0,
         bounds=(50.0, 100.0),
     )
 

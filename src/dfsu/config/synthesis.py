@@ -51,7 +51,6 @@ class TaggerConfig:
         "train the run's tagger in a child process while the target trains (dfsu run); off: "
         "in its stage after the target. On 2 cores the child cost the target 28 s where the "
         "tagger alone takes 12-14 s (torch's threads wait on the core the CRF holds)",
-        neutral=False,
     )
     eval_records: int = _f(400, "records of held-out shapes to measure on", bounds=(1, 1_000_000))
     invented_eval_records: int = _f(

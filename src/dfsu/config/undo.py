@@ -14,7 +14,7 @@ UNDO_TEACHERS = ("owner", "unlearned")
 @dataclass
 class UndoConfig:
     """``unlearning.undo``: the undo rows (a copy distilled from the owner's model or from the
-    LoRA unlearning of the same data, ``stage_table.undo_teacher``)."""
+    LoRA unlearning of the same data, ``methods.built_on``)."""
 
     teacher: str = _f(
         "owner",
@@ -23,54 +23,46 @@ class UndoConfig:
         "out, with the scrub, it taught as little membership as the loop's unlearning, "
         "docs/results.md) or unlearned (the LoRA unlearning of the same data first, dfsu-loop "
         "or the oracle, as the UNDO paper; its rounds cost minutes and public records)",
-        neutral="unlearned",
     )
-    # neutral 1.0: only the undo rows read it, and their keys moved with their teacher
     alpha: float = _f(
         1.0,
         "how far the copy's weights are moved toward a fresh initialisation before distilling "
         "(0: the owner's weights, 1: a new model)",
-        neutral=1.0,
         bounds=(0.0, 1.0),
     )
     steps: int = _f(
         900,
         "optimizer steps of distillation (a new model learns the owner's tasks anew: at 600 "
         "the NLI task was learnt on some draws and not on others)",
-        neutral=600,
         bounds=(1, 10_000_000),
     )
-    lr: float = _f(1.0e-3, "AdamW learning rate (warm-up, then linear decay)", neutral=1.0e-3)
+    lr: float = _f(1.0e-3, "AdamW learning rate (warm-up, then linear decay)")
     batch_size: int = _f(
         8,
         "blocks of public text per step (and half as many recitations)",
-        neutral=8,
         bounds=(1, 4096),
     )
-    block_size: int = _f(128, "tokens per block of public text", neutral=128, bounds=(8, 65_536))
+    block_size: int = _f(128, "tokens per block of public text", bounds=(8, 65_536))
     recitations: int = _f(
         0,
         "texts the recitation search finds from the start-of-text token; those kept (no PII, "
         "no value found) are distilled beside the public text; 0: public text only (they "
         "taught back more membership than public records, docs/history.md)",
-        neutral=256,
         bounds=(0, 1_000_000),
     )
-    recitation_tokens: int = _f(24, "tokens per recitation", neutral=24, bounds=(2, MAX_NEW_TOKENS))
+    recitation_tokens: int = _f(24, "tokens per recitation", bounds=(2, MAX_NEW_TOKENS))
     samples: int = _f(
         4096,
         "unprompted samples drawn from the owner's model; those kept (no PII, no value found) "
         "are taught beside the public text where they recite (undo.memorized): what brings "
         "public records back (2,048 kept fewer held out, docs/history.md); 0: none",
-        neutral=0,
         bounds=(0, 1_000_000),
     )
-    sample_tokens: int = _f(64, "tokens per own sample", neutral=64, bounds=(2, MAX_NEW_TOKENS))
+    sample_tokens: int = _f(64, "tokens per own sample", bounds=(2, MAX_NEW_TOKENS))
     hard: float = _f(
         0.5,
         "with undo.memorized 0, the sampled token's share of an own sample's target at each "
         "position (the rest: the teacher's distribution)",
-        neutral=0.5,
         bounds=(0.0, 1.0),
     )
     temperature: float = _f(
@@ -78,7 +70,6 @@ class UndoConfig:
         "the teacher's logits are divided by it before the copy matches them (below 1: its "
         "spread over unlikely tokens, which carries what its weights still hold, is cut, at a "
         "cost in perplexity on the owner's documents: +9 % at 0.8, docs/results.md)",
-        neutral=1.0,
     )
 
     top: int = _f(
@@ -87,7 +78,6 @@ class UndoConfig:
         "all the rest as one bin, not the shape of that rest (where what the teacher's weights "
         "still hold spreads): at 64 less membership, more nonsense where records were "
         "(docs/results.md); 0: the whole distribution",
-        neutral=0,
         bounds=(0, 10_000_000),
     )
     memorized: float = _f(
@@ -95,12 +85,11 @@ class UndoConfig:
         "own samples are taught their tokens only in runs of undo.memorized_tokens+ tokens the "
         "owner's model predicts each above this and the teacher at undo.memorized_teacher on "
         "average (what it recites; no run: dropped); 0: whole samples, undo.hard",
-        neutral=0.0,
         bounds=(0.0, 1.0),
     )
-    memorized_tokens: int = _f(6, "undo.memorized's shortest run", neutral=6, bounds=(1, 4096))
+    memorized_tokens: int = _f(6, "undo.memorized's shortest run", bounds=(1, 4096))
     memorized_teacher: float = _f(
-        0.6, "undo.memorized's teacher mean over a run", neutral=0.6, bounds=(0.0, 1.0)
+        0.6, "undo.memorized's teacher mean over a run", bounds=(0.0, 1.0)
     )
 
     scrub_chars: int = _f(
@@ -112,7 +101,6 @@ class UndoConfig:
         "give them no mass (the vocabulary spelled them out and read a member's value in "
         "fewer tokens than a stranger's; held out, unknown shapes: membership 74.8 -> 55.2, "
         "public records and nonsense as without, docs/results.md); 0: the owner's tokenizer",
-        neutral=0,
         bounds=(0, 1024),
     )
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from dfsu.config.edits import EditConfig, RevsConfig
-from dfsu.config.fields import MAX_NEW_TOKENS, _check, _check_ranges, _f
+from dfsu.config.fields import MAX_NEW_TOKENS, Unread, _check, _check_ranges, _f
 from dfsu.config.reset import ResetConfig
 from dfsu.config.undo import UndoConfig
 
@@ -37,26 +37,22 @@ class DistillConfig:
     gamma: float = _f(
         10.0,
         "nats the PII token's logit is lowered by in the distillation target",
-        neutral=10.0,
         bounds=(0.0, 1000.0),
     )
     pii_weight: float = _f(
         1.0,
         "weight of the PII positions' KL beside the context positions' KL",
-        neutral=1.0,
         bounds=(0.0, 1000.0),
     )
     lr: float | None = _f(
         None,
         "its learning rate (a descent-only objective takes a larger one than ascent); null: "
         "unlearning.lr",
-        neutral=None,
     )
     unlikelihood: float = _f(
         0.0,
         "weight of the unlikelihood -log(1 - p) of the PII tokens (a pull that fades as the "
         "model stops predicting them)",
-        neutral=0.0,
         bounds=(0.0, 1000.0),
     )
 
@@ -76,23 +72,20 @@ class RmuConfig:
     layer: int | None = _f(
         None,
         "the residual stream after this many blocks is misdirected (null: half of them)",
-        neutral=None,
         bounds=(1, 10_000),
     )
     coefficient: float = _f(
         10.0,
         "the push's length, in mean norms of the stream at that layer (4 removed less on the "
         "tuning seed, docs/history.md)",
-        neutral=10.0,
         bounds=(0.0, 1000.0),
     )
     retain: float = _f(
         1.0,
         "weight of holding the stream where the model as given has it at every other position",
-        neutral=1.0,
         bounds=(0.0, 1000.0),
     )
-    seed: int = _f(7, "the seed of the fixed random direction", neutral=7, bounds=(0, 2**31 - 1))
+    seed: int = _f(7, "the seed of the fixed random direction", bounds=(0, 2**31 - 1))
 
     def __post_init__(self) -> None:
         _check_ranges(self, "unlearning.rmu.")
@@ -113,38 +106,32 @@ class LoopConfig:
         "the loop also stops after a round that lowered the leak estimate to at most this "
         "share of round 0's (in the 33 loop runs on record, no round after such a round "
         "lowered it further: the same kept round, up to a round sooner); null: off",
-        neutral=None,
         bounds=(0.0, 1.0),
     )
     lr: float | None = _f(
         1e-3,
         "the loop rows' learning rate (with null_space the constrained adapters move slowly "
         "at unlearning.lr); null: the method's",
-        neutral=None,
     )
     null_space: float | None = _f(
         0.99,
         "unlearning.null_space for the loop rows: their adapters kept off the principal "
         "subspace holding this share of the retain inputs' energy; null: unlearning.null_space",
-        neutral=None,
     )
     retain_self: int | None = _f(
         None,
         "unlearning.retain_self for the loop rows (the model's own PII-free recitations in "
         "the retain descent); null: unlearning.retain_self",
-        neutral=None,
         bounds=(0, 1_000_000),
     )
     retain_self_copies: int | None = _f(
         None,
         "unlearning.retain_self_copies for the loop rows; null: unlearning.retain_self_copies",
-        neutral=None,
         bounds=(1, 1000),
     )
     project_retain: bool | None = _f(
         None,
         "unlearning.project_retain for the loop rows; null: unlearning.project_retain",
-        neutral=None,
     )
     max_self_ppl_increase: float | None = _f(
         None,
@@ -152,7 +139,6 @@ class LoopConfig:
         "model's own PII-free unprompted samples (self_samples of them, drawn once before "
         "training; text the null space does not protect) rose more than this share; the same "
         "in every round. null: off",
-        neutral=None,
     )
     self_samples: int = _f(
         128,
@@ -166,7 +152,6 @@ class LoopConfig:
         "of its samples are degenerate (empty, or one repeated character), sampled as the "
         "leak estimate samples on the first guard_prompts prompts of the round's draw; null: "
         "off (a round mostly degenerate is still discarded)",
-        neutral=None,
     )
     max_garbled: float | None = _f(
         None,
@@ -176,7 +161,6 @@ class LoopConfig:
         "the loop going back to the best round at half the learning rate as after a "
         "degenerate one, and a check whose guard draw (guard_prompts) has more (or more than "
         "the round's start) is beyond the bounds. Trades forgetting for fluency. null: off",
-        neutral=None,
     )
     alternatives: int = _f(
         3,
@@ -185,13 +169,11 @@ class LoopConfig:
         "first token banned (greedy, 25 tokens; confirmed values in it ascended), each this many "
         "times beside the texts (chosen on known seeds 0-2 among 1 and 3); "
         "0: off, the loop as it was",
-        neutral=0,
         bounds=(0, 100),
     )
     guard_prompts: int = _f(
         16,
         "prompts each check of the collapse guard samples (leak.samples continuations each)",
-        neutral=16,
         bounds=(1, 1_000_000),
     )
     spread_bound: bool = _f(
@@ -199,7 +181,6 @@ class LoopConfig:
         "round k of n may raise perplexity k/n of unlearning.max_ppl_increase (the last "
         "round all of it), so the first round leaves the later ones room; false: every "
         "round the whole bound",
-        neutral=False,
     )
 
     def __post_init__(self) -> None:
@@ -241,7 +222,6 @@ class UnlearnConfig:
         None,
         "pscu (and dfsu-loop) ascend a PII token only while its loss is below this many nats, "
         "i.e. while the model still gives it more than exp(-cap); null: unbounded (the paper)",
-        neutral=None,
     )
     retain_weight: float = _f(
         0.0, "weight of extra descent on public general text (not in the paper; 0 = off)"
@@ -251,25 +231,21 @@ class UnlearnConfig:
         "also descend on the original model's own recitations: this many texts "
         "(retain_self_tokens each), those in which the run's annotator finds no PII added "
         "to the public retain text (needs retain_weight > 0); 0: off",
-        neutral=0,
         bounds=(0, 1_000_000),
     )
     retain_self_search: str = _f(
         "sample",
         "how the recitations are found: sample (unprompted nucleus samples) or branch (a "
         f"search from the start-of-text token, {RECITE_BRANCHES} branches per first token)",
-        neutral="sample",
     )
     retain_self_tokens: int | None = _f(
         None,
         "tokens per recited text; null: synthesis.free_tokens",
-        neutral=None,
         bounds=(2, MAX_NEW_TOKENS),
     )
     retain_self_copies: int = _f(
         1,
         "times each recited text is repeated in the retain text (its share of retain batches)",
-        neutral=1,
         bounds=(1, 1000),
     )
     project_retain: bool = _f(
@@ -277,14 +253,12 @@ class UnlearnConfig:
         "take each optimizer step's forget gradient off the gradient of the retain descent "
         "(public text, recitations), so the step leaves the retain loss unchanged to first "
         "order; the retain descent itself is added as it is (needs retain_weight > 0)",
-        neutral=False,
     )
     null_space: float | None = _f(
         None,
         "keep each LoRA update off the principal subspace holding this share of the energy of "
         "the layer's inputs on the retain text (public text, recitations): 0.9, 0.99; "
         "null: off",
-        neutral=None,
     )
     lora_target: str = _f(
         "mlp", "mlp, attention, full (both) or mlp+head (the MLPs and the output embedding)"
@@ -322,7 +296,6 @@ class UnlearnConfig:
         "optimizer steps between checks of methods kept by their last check (gen_only: "
         "descent only, far from the bound); a check past the bound still sends them back to "
         "the last check within it. null: eval_every",
-        neutral=None,
         bounds=(1, 1_000_000),
     )
     check_docs: int | None = _f(
@@ -343,7 +316,6 @@ class UnlearnConfig:
         "the recitation bound: a check is beyond it when the model has stopped reciting more "
         "than this share of the selection half of its own PII-free recitations (see "
         "recitation.*; 0.2: a fifth); null: off",
-        neutral=None,
         bounds=(0, 1),
     )
     patience: int = _f(
@@ -438,11 +410,24 @@ class UnlearnConfig:
             "must be between 0 and 1 (a share of energy) or null",
         )
         _check(self.keep_by in ("proxy", "leak"), "unlearning.keep_by", "must be proxy or leak")
+        loop_project = isinstance(self.loop, LoopConfig) and self.loop.project_retain
         for key, project in (
             ("unlearning.project_retain", self.project_retain),
-            ("unlearning.loop.project_retain", self.loop.project_retain),
+            ("unlearning.loop.project_retain", loop_project),
         ):
             _check(not project or self.retain_weight > 0, key, "needs unlearning.retain_weight > 0")
+
+    @classmethod
+    def groups(cls) -> tuple[str, ...]:
+        """The names of its settings groups (npo, distill, ..., loop, undo, reset)."""
+        return tuple(f.name for f in dataclasses.fields(cls) if isinstance(f.default_factory, type))
+
+    def reading(self, groups: tuple[str, ...], stage: str) -> UnlearnConfig:
+        """These settings as a stage of one method sees them: its ``groups`` and the shared
+        settings; every other group ``Unread`` (out of the stage's key; reading it is an
+        error naming ``stage``)."""
+        unread = {g: Unread(f"unlearning.{g}", stage) for g in self.groups() if g not in groups}
+        return dataclasses.replace(self, **unread)
 
     def for_loop(self) -> UnlearnConfig:
         """The settings a loop row follows: ``unlearning.loop``'s null_space, retain_self,

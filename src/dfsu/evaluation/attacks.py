@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from dfsu.components.anatomy import lens_logits
 from dfsu.config.attacks import ATTACKS, OWNER_ATTACKS, Attack, parse_attack
 from dfsu.errors import DfsuError
 
@@ -334,7 +335,6 @@ def logit_lens(model: Any, tokenizer: Any, prompts: list, k: int, device: Any) -
     (the last layer: the model's own logits). Per layer the percent ranked in the top ``k``;
     ``middle`` the middle layer's, ``hidden`` the highest before the last, ``output`` the
     last's."""
-    norm, head = lens_parts(model)
     eos = tokenizer.eos_token or ""
     per_layer: list[list[int]] | None = None
     model.eval()
@@ -348,8 +348,7 @@ def logit_lens(model: Any, tokenizer: Any, prompts: list, k: int, device: Any) -
         out = model(input_ids=ids, output_hidden_states=True)
         at = torch.tensor([p - 1 for p in positions], device=device)  # predicts position p
         targets = ids[0, positions]
-        hidden = out.hidden_states[1:-1]  # after each block but the last (before its norm)
-        logits = [head(norm(h[0, at])).float() for h in hidden] + [out.logits[0, at].float()]
+        logits = [x.float() for x in lens_logits(model, out, lambda t, at=at: t[0, at])]
         if per_layer is None:
             per_layer = [[] for _ in logits]
         for ranks, layer in zip(per_layer, logits, strict=True):
@@ -387,18 +386,6 @@ def _value_positions(prompt: Any, offsets: list, start: int) -> list[int]:
         for i, (a, b) in enumerate(offsets)
         if b > a and any(a < end and b > begin for begin, end in spans)
     ]
-
-
-def lens_parts(model: Any) -> tuple[Any, Any]:
-    """The final norm and the output layer of a causal LM (GPT-NeoX, GPT-2, Llama; under a
-    PEFT wrapper too)."""
-    core = model.get_base_model() if hasattr(model, "get_base_model") else model
-    inner = core.base_model
-    for name in ("final_layer_norm", "ln_f", "norm"):
-        norm = getattr(inner, name, None)
-        if isinstance(norm, torch.nn.Module):
-            return norm, core.get_output_embeddings()
-    raise DfsuError(f"attack lens: no final norm found in {type(core).__name__}")
 
 
 def owner_attacks(names: list[str]) -> list[str]:

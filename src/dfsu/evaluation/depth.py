@@ -27,10 +27,10 @@ from typing import Any, NamedTuple
 
 import torch
 
+from dfsu.components.anatomy import lens_logits
 from dfsu.evaluation.attacks import (
     _value_positions,
     auc,
-    lens_parts,
     lens_summary,
     ranks_of,
 )
@@ -147,7 +147,6 @@ def owner_lens(
     layer (the last layer: the model's own logits). ``batch_size`` contexts per forward pass,
     padded on the right. Per layer the percent of tokens ranked in the top ``k``; ``middle``
     the middle layer's, ``hidden`` the highest before the last, ``output`` the last's."""
-    norm, head = lens_parts(model)
     model.eval()
     rows = _lens_rows(tokenizer, contexts)
     rows.sort(key=lambda row: -len(row[0]))  # similar lengths together: less padding
@@ -162,9 +161,7 @@ def owner_lens(
         at = torch.tensor([p for _, ps in chunk for p in ps], device=device)
         targets = ids[row, at]
         before = at - 1  # the position that predicts each value token
-        hidden = out.hidden_states[1:-1]  # after each block but the last (before its norm)
-        logits = [head(norm(h[row, before])).float() for h in hidden]
-        logits.append(out.logits[row, before].float())
+        logits = [x.float() for x in lens_logits(model, out, lambda t, r=row, b=before: t[r, b])]
         if per_layer is None:
             per_layer = [[] for _ in logits]
         for ranks, layer in zip(per_layer, logits, strict=True):

@@ -44,7 +44,8 @@ from dfsu.simulation.rows import (
     row_recipe,
 )
 from dfsu.stage_runner import Profile, Stages
-from dfsu.stage_table import CORPUS, EVALUATE, READS, RETRAIN, SEAL, TARGET, undo_teacher
+from dfsu.stage_table import CORPUS, EVALUATE, READS, RETRAIN, SEAL, TARGET
+from dfsu.unlearning.methods import METHODS, built_on
 
 # The public names, this module's and those re-exported for the commands and the tests, which
 # import them from here (Profile, Stages... live in stage_runner, READS in stage_table).
@@ -163,7 +164,7 @@ def unlearn_stages(
     """One adapter per unlearned row of the owner's model (the owner's ``unlearn_stage`` of
     the row's recipe); ``dfsu-<configured source>`` shares the dfsu row's. Returns each row's
     model directory (None: the dfsu row's). An undo row's teacher, when it is an unlearning
-    (``undo_teacher``), is unlearned before it, asked for or not."""
+    (``Method.builds_on``), is unlearned before it, asked for or not."""
     from dfsu.pii.run_records import read_records
 
     run = owner.root
@@ -184,12 +185,12 @@ def unlearn_stages(
 
 
 def _with_teachers(cfg: RunConfig, rows: list[str]) -> list[str]:
-    """``rows`` with each undo row's teacher (an unlearning, ``undo_teacher``) placed before it
-    when it is not already."""
+    """``rows`` with the unlearning each row builds on (``Method.builds_on``: undo's teacher)
+    placed before it when it is not already."""
     ordered: list[str] = []
     for row in rows:
         recipe = None if row in TRAINED else row_recipe(cfg, row)
-        teacher = undo_teacher(cfg, recipe.data) if recipe and recipe.method == "undo" else None
+        teacher = recipe and built_on(METHODS[recipe.method], cfg.unlearning, recipe.data)
         if teacher and teacher not in ordered:
             ordered.append(teacher)
         if row not in ordered:

@@ -329,8 +329,9 @@ def unlearn(
         meter = leak_meter(cfg, owner, tokenizer, "select")
     bounded = _bound_recitations(cfg, run, loop, tokenizer)
     own = _own_samples(setup, run, data == "loop")
-    guarded = uc.loop.max_degenerate is not None or uc.loop.max_garbled is not None
-    guard = uc.loop.guard_prompts if data == "loop" and guarded else None
+    guard = None  # the loop's collapse guard, on the loop's data
+    if data == "loop" and (uc.loop.max_degenerate is not None or uc.loop.max_garbled is not None):
+        guard = uc.loop.guard_prompts
     checker = Checker.build(setup, inputs, meter, tracker, bounded, own, guard)
 
     if data == "loop":  # rounds of extract -> unlearn, each a pass of ``train_steps``

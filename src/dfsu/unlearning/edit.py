@@ -30,11 +30,11 @@ from typing import Any
 
 import torch
 
+from dfsu.components.anatomy import down_projections, is_conv1d
 from dfsu.components.batches import collate
 from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
-from dfsu.unlearning.lora import LORA_MODULES
 from dfsu.unlearning.result import UnlearnSummary
 
 EPS = 1e-4  # ridge on K K^T, relative to its mean diagonal
@@ -72,27 +72,6 @@ def forget_rows(
             marks[i - 1] = True  # position i - 1 predicts token i, a value token
         rows.append((ids, marks))
     return rows
-
-
-def down_modules(model: Any) -> list[torch.nn.Module]:
-    """The MLP down-projection of every block, first to last."""
-    kind = model.config.model_type
-    if kind not in LORA_MODULES:
-        known = ", ".join(sorted(LORA_MODULES))
-        raise DfsuError(f"edit: no known MLP for a {kind} model (known: {known})")
-    suffix = "." + LORA_MODULES[kind]["mlp"][-1]  # the MLP's last module: the down-projection
-    found = [(n, m) for n, m in model.named_modules() if n.endswith(suffix)]
-    return [m for _, m in sorted(found, key=lambda nm: _block_index(nm[0]))]
-
-
-def _block_index(name: str) -> int:
-    return next(int(part) for part in name.split(".") if part.isdigit())
-
-
-def is_conv1d(module: torch.nn.Module) -> bool:
-    """Whether ``module`` is GPT-2's Conv1D: y = x W + b, W [in, out] (a Linear's W is
-    [out, in])."""
-    return type(module).__name__ == "Conv1D"
 
 
 def in_batches(rows: list, size: int) -> Any:
@@ -184,7 +163,7 @@ def edit_blocks(
 ) -> list[dict[str, Any]]:
     """The edits of the first ``ec.blocks`` blocks (null: half of them), in place; per block
     the positions edited and the share of the wanted change the update leaves unmet."""
-    downs = down_modules(model)
+    downs = down_projections(model, "edit")
     count = max(1, len(downs) // 2) if ec.blocks is None else ec.blocks
     if not 1 <= count <= len(downs):
         raise DfsuError(f"unlearning.edit.blocks: {count}, but the model has {len(downs)} blocks")

@@ -1,5 +1,5 @@
-"""LoRA for unlearning: the module names per architecture and target, the check that every
-name exists in the model, the adapters' config."""
+"""LoRA for unlearning: the module names per target (from ``components.anatomy``), the check
+that every name exists in the model, the adapters' config."""
 
 from __future__ import annotations
 
@@ -8,44 +8,15 @@ from typing import Any
 import torch
 from peft import LoraConfig, get_peft_model_state_dict
 
+from dfsu.components.anatomy import module_names
 from dfsu.config import UnlearnConfig
-from dfsu.errors import DfsuError
-
-# LoRA module names per architecture (suffixes of module paths, as PEFT matches them).
-LORA_MODULES = {
-    "gpt_neox": {
-        "mlp": ["dense_h_to_4h", "dense_4h_to_h"],
-        "attention": ["query_key_value", "attention.dense"],
-        "head": ["lm_head"],  # transformers < 4.5x called it embed_out
-    },
-    "llama": {
-        "mlp": ["gate_proj", "up_proj", "down_proj"],
-        "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
-        "head": ["lm_head"],
-    },
-    "mistral": {
-        "mlp": ["gate_proj", "up_proj", "down_proj"],
-        "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
-        "head": ["lm_head"],
-    },
-    "gpt2": {
-        "mlp": ["mlp.c_fc", "mlp.c_proj"],
-        "attention": ["attn.c_attn", "attn.c_proj"],
-        "head": ["lm_head"],
-    },
-}
 
 
 def lora_modules(model_type: str, target: str) -> list[str]:
     """The module names LoRA wraps for an architecture and a target: mlp, attention, full
     (both) or mlp+head (the MLPs and the output embedding, where a value that is one
     vocabulary token has its own row)."""
-    if model_type not in LORA_MODULES:
-        raise DfsuError(
-            f"unlearning.lora_target: no LoRA module map for model_type {model_type!r} "
-            f"(known: {', '.join(sorted(LORA_MODULES))})"
-        )
-    table = LORA_MODULES[model_type]
+    table = module_names(model_type, "unlearning.lora_target")
     parts = {"full": ("mlp", "attention"), "mlp+head": ("mlp", "head")}.get(target, (target,))
     return [name for part in parts for name in table[part]]
 

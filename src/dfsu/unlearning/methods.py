@@ -59,10 +59,27 @@ class Method:
     runner: str | None = None
     data: tuple[str, ...] = ("pseudo", "oracle", "loop")  # the --data it takes
     owner: bool = False  # offered by `dfsu forget --method NAME` (on the loop's data)
+    # the unlearning.* settings groups it reads: with the shared settings (and, on the loop's
+    # data, unlearning.loop) they make its stage's key; any other group is unreadable there
+    groups: tuple[str, ...] = ()
+    # the unlearning it builds on (a row of the same data, which runs first and whose key
+    # enters its own), given its settings and its data; None: it builds on none
+    builds_on: Callable[[UnlearnConfig, str], str | None] | None = None
 
     @property
     def adapters(self) -> bool:
         return self.runner is None
+
+
+def settings_groups(method: Method, data: str) -> tuple[str, ...]:
+    """The ``unlearning.*`` groups a run of ``method`` on ``data`` reads (``Method.groups``;
+    the loop's data adds ``loop``)."""
+    return method.groups + (("loop",) if data == "loop" else ())
+
+
+def built_on(method: Method, uc: UnlearnConfig, data: str) -> str | None:
+    """The unlearning row that ``method`` on ``data`` builds on (``Method.builds_on``)."""
+    return method.builds_on(uc, data) if method.builds_on else None
 
 
 def learning_rate(method: Method, uc: UnlearnConfig, loop: bool = False) -> float:
@@ -128,6 +145,15 @@ def _rmu(t: Terms, uc: UnlearnConfig) -> dict[str, torch.Tensor]:
     )
 
 
+def _undo_teacher(uc: UnlearnConfig, data: str) -> str | None:
+    """undo distils from the LoRA unlearning of the same data (``unlearning.undo.teacher:
+    unlearned``: dfsu-loop on the loop's data, the oracle on the records) or from the owner's
+    model (``owner``: it builds on no unlearning)."""
+    return (
+        {"loop": "dfsu-loop", "oracle": "oracle"}[data] if uc.undo.teacher == "unlearned" else None
+    )
+
+
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
@@ -147,6 +173,7 @@ METHODS: dict[str, Method] = {
             "NPO on PII tokens (reference: adapters off) + descent on context",
             _npo,
             needs_reference=True,
+            groups=("npo",),
         ),
         Method(
             "graddiff",
@@ -163,6 +190,7 @@ METHODS: dict[str, Method] = {
             _distill,
             needs_logits=True,
             lr_setting="distill.lr",
+            groups=("distill",),
         ),
         Method(
             "rmu",
@@ -171,6 +199,7 @@ METHODS: dict[str, Method] = {
             "a fixed random direction where it predicts PII, held elsewhere (RMU); no ascent",
             _rmu,
             needs_hidden=True,
+            groups=("rmu",),
         ),
         Method(
             "edit",
@@ -181,6 +210,7 @@ METHODS: dict[str, Method] = {
             None,
             runner="dfsu.unlearning.edit:edit_model",
             data=("loop", "oracle"),
+            groups=("edit",),
         ),
         Method(
             "revs",
@@ -191,6 +221,7 @@ METHODS: dict[str, Method] = {
             None,
             runner="dfsu.unlearning.revs:revs_model",
             data=("loop", "oracle"),
+            groups=("revs",),
         ),
         Method(
             "undo",
@@ -202,6 +233,8 @@ METHODS: dict[str, Method] = {
             runner="dfsu.unlearning.undo:distil_copy",
             data=("loop", "oracle"),
             owner=True,
+            groups=("undo",),
+            builds_on=_undo_teacher,
         ),
         Method(
             "reset",
@@ -213,6 +246,7 @@ METHODS: dict[str, Method] = {
             runner="dfsu.unlearning.reset:reset_model",
             data=("loop", "oracle"),
             owner=True,
+            groups=("reset", "undo"),
         ),
     )
 }

@@ -37,13 +37,12 @@ from typing import Any
 
 import torch
 
+from dfsu.components.anatomy import down_projections, is_conv1d, lens_logits, lens_parts
 from dfsu.components.batches import collate
 from dfsu.errors import DfsuError
 from dfsu.unlearning.edit import (
-    down_modules,
     edit_inputs,
     in_batches,
-    is_conv1d,
     position_marks,
     saved_edit,
 )
@@ -104,8 +103,6 @@ def common_tokens(docs: Sequence[Sequence[int]], count: int) -> set[int]:
 def vocab_projection(model: Any) -> torch.Tensor:
     """The output layer's weight scaled by the final norm's (U [V, d]): how a vector written
     into the residual stream ranks the vocabulary at the output, the norm's centring left out."""
-    from dfsu.evaluation.attacks import lens_parts
-
     norm, head = lens_parts(model)
     unembed = head.weight.detach().float()
     scale = getattr(norm, "weight", None)
@@ -116,9 +113,8 @@ def vocab_projection(model: Any) -> torch.Tensor:
 def _read(model: Any, downs: list, rows: list, pad: int, device: Any, rank: int) -> tuple:
     """At the marked positions of ``rows``: the token each predicts, whether the logit lens of
     some layer still ranks it in the top ``rank``, and each block's MLP activations."""
-    from dfsu.evaluation.attacks import lens_parts, ranks_of
+    from dfsu.evaluation.attacks import ranks_of
 
-    norm, head = lens_parts(model)
     acts: list[list[torch.Tensor]] = [[] for _ in downs]
     store: list[torch.Tensor] = []
     hooks = [d.register_forward_pre_hook(lambda _m, a: store.append(a[0])) for d in downs]
@@ -134,8 +130,7 @@ def _read(model: Any, downs: list, rows: list, pad: int, device: Any, rank: int)
             )
             marks = position_marks(chunk, ids.shape[1], device)
             target = ids[:, 1:][marks[:, :-1]]
-            layers = [head(norm(h[marks])) for h in out.hidden_states[1:-1]]
-            layers.append(out.logits[marks])
+            layers = lens_logits(model, out, lambda t, m=marks: t[m])
             best = torch.stack([ranks_of(x.float(), target) for x in layers]).min(0).values
             tokens.append(target)
             high.append(best < rank)
@@ -154,7 +149,7 @@ def edit_neurons(
     """The rounds of rank edits (in place); per round the value tokens still ranked high, the
     neurons edited and whether ``within`` (the perplexity bound on the model as edited so far)
     held. A round past the bound is undone and ends the edits."""
-    downs = down_modules(model)
+    downs = down_projections(model, "revs")
     count = len(downs) if rc.blocks is None else rc.blocks
     if not 1 <= count <= len(downs):
         raise DfsuError(f"unlearning.revs.blocks: {count}, but the model has {len(downs)} blocks")

@@ -190,7 +190,10 @@ def stop_rule(method: Method, uc: UnlearnConfig, base: Baseline, first: dict[str
     round may not end more degenerate than ``unlearning.loop.max_degenerate`` or its start,
     whichever is higher; with ``unlearning.loop.max_garbled`` the same for the garbled share)."""
     bound = base.check_ppl * (1 + uc.max_ppl_increase)
-    own = uc.loop.max_self_ppl_increase
+    # the loop's guards: read on the loop's data alone, where the checks measure them
+    looped = base.self_ppl is not None or "degenerate" in first
+    guards = uc.loop if looped else None
+    own = guards and guards.max_self_ppl_increase
     self_bound = None if base.self_ppl is None or own is None else base.self_ppl * (1 + own)
     return StopRule(
         bound,
@@ -201,8 +204,8 @@ def stop_rule(method: Method, uc: UnlearnConfig, base: Baseline, first: dict[str
         uc.plateau_tolerance,
         recitation_floor(base.recited, uc.max_recitation_loss),
         self_bound,
-        _guard(uc.loop.max_degenerate, first.get("degenerate")),
-        _guard(uc.loop.max_garbled, first.get("garbled")),
+        _guard(guards and guards.max_degenerate, first.get("degenerate")),
+        _guard(guards and guards.max_garbled, first.get("garbled")),
     )
 
 

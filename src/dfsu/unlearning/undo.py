@@ -14,7 +14,7 @@ membership). The teacher (``unlearning.undo.teacher``):
   the values' tokens out of what the copy may write, and what is left taught no more
   membership than the loop's unlearning did, with more public records kept (docs/history.md,
   "The owner's model as the copy's teacher"). No LoRA unlearning runs first.
-- ``unlearned``: the LoRA unlearning of the same data (``stage_table.UNDO_TEACHER``), as the
+- ``unlearned``: the LoRA unlearning of the same data (``methods.built_on``), as the
   UNDO paper distils; before the scrub, the owner's model passed the values on (membership
   96-98, docs/history.md, "Choosing the undo recipe").
 Either's logits are divided by ``unlearning.undo.temperature`` (below 1 its spread over
@@ -57,7 +57,7 @@ from dfsu.components.batches import collate, pack_documents
 from dfsu.components.models import held_dtype, load_causal_lm, pick_device, trains_lean
 from dfsu.errors import DfsuError
 from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
-from dfsu.stage_table import undo_teacher
+from dfsu.unlearning.methods import METHODS, built_on
 from dfsu.unlearning.result import UnlearnSummary
 from dfsu.unlearning.teacher import stacked, teacher_logits, teacher_targets
 from dfsu.unlearning.vocab import scrub_candidates, scrub_tokenizer, tokenizer_merges
@@ -210,14 +210,14 @@ def _confirmed(cfg: Any, owner: Any, model: Any, tokenizer: Any, device: Any) ->
 
 def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None = None) -> Path:
     """Stage body of an ``undo`` row: the shrunk copy distilled from the owner's model or the
-    LoRA unlearning of the same data (``undo_teacher``, which must have run), saved to
+    LoRA unlearning of the same data (``built_on``, which must have run), saved to
     ROOT/unlearned/<name>/merged with summary.json and train_log.jsonl."""
     from dfsu.evaluation.utility import default_window, perplexity
     from dfsu.ui import info
 
     uu, device = cfg.unlearning.undo, pick_device(cfg.target.device)
     held, started = held_dtype(cfg.target.dtype, device, owner.model), time.time()
-    unlearning = undo_teacher(cfg, data)  # None: the owner's model teaches
+    unlearning = built_on(METHODS["undo"], cfg.unlearning, data)  # None: the owner's model
     taught_by = owner.paths.merged(unlearning) if unlearning else None
     if taught_by and not any(taught_by.glob("*.safetensors")):
         raise DfsuError(
@@ -473,5 +473,9 @@ def _summary(
         recited_retain_texts=counts["kept"],
         seconds=round(seconds, 1),
         rule="none: the copy after its distillation steps (nothing selects)",
-        distillation={"alpha": uu.alpha, "teacher": undo_teacher(cfg, data) or "owner", **counts},
+        distillation={
+            "alpha": uu.alpha,
+            "teacher": built_on(METHODS["undo"], cfg.unlearning, data) or "owner",
+            **counts,
+        },
     )

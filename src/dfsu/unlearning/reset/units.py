@@ -1,48 +1,18 @@
-"""The localizer's and the reset's units: the MLP neurons of each block (GPT-NeoX, GPT-2,
-Llama, Mistral), their scores, masks over the entries that hold them, and the reset and swap of
+"""The localizer's and the reset's units: the MLP neurons of each block (``components.anatomy``),
+their scores, masks over the entries that hold them, and the reset and swap of
 those entries (``unlearning/reset``). Every function is pure up to the model it is given."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
+from dfsu.components.anatomy import is_conv1d, lens_parts, mlps
 from dfsu.components.batches import collate
 from dfsu.errors import DfsuError
-
-
-class Mlp(NamedTuple):
-    """One block's MLP: the modules that read the residual stream into its neurons (up, and
-    gate where there is one) and the one that writes them back (down)."""
-
-    ins: list[torch.nn.Module]
-    out: torch.nn.Module
-
-
-def _conv1d(module: torch.nn.Module) -> bool:
-    """GPT-2's Conv1D stores its weight [in, out], a Linear's is [out, in]."""
-    return type(module).__name__ == "Conv1D"
-
-
-def mlps(model: Any) -> list[Mlp]:
-    """Every block's MLP, first to last (GPT-NeoX, GPT-2, Llama, Mistral)."""
-    from dfsu.unlearning.lora import LORA_MODULES
-
-    kind = model.config.model_type
-    if kind not in LORA_MODULES:
-        known = ", ".join(sorted(LORA_MODULES))
-        raise DfsuError(f"reset: no known MLP for a {kind} model (known: {known})")
-    *ins, out = ("." + n for n in LORA_MODULES[kind]["mlp"])
-    blocks: dict[str, dict[str, torch.nn.Module]] = {}
-    for name, module in model.named_modules():
-        for suffix in (*ins, out):
-            if name.endswith(suffix):
-                blocks.setdefault(name[: -len(suffix)], {})[suffix] = module
-    ordered = sorted(blocks, key=lambda p: [int(x) for x in p.split(".") if x.isdigit()])
-    return [Mlp([blocks[p][s] for s in ins], blocks[p][out]) for p in ordered]
 
 
 def neuron_masks(model: Any, chosen: dict[int, list[int]]) -> dict[str, torch.Tensor]:
@@ -58,7 +28,7 @@ def neuron_masks(model: Any, chosen: dict[int, list[int]]) -> dict[str, torch.Te
         for module, reads in [(m, True) for m in mlp.ins] + [(mlp.out, False)]:
             weight = module.weight
             mask = torch.zeros_like(weight, dtype=torch.bool)
-            axis = (0 if reads else 1) if not _conv1d(module) else (1 if reads else 0)
+            axis = (0 if reads else 1) if not is_conv1d(module) else (1 if reads else 0)
             mask.index_fill_(axis, picked.to(weight.device), True)
             masks[names[id(weight)]] = mask
             bias = getattr(module, "bias", None)
@@ -129,8 +99,6 @@ def projection_scores(model: Any, tokens: Sequence[int]) -> torch.Tensor:
     """[blocks, neurons]: how much each neuron's output vector, read through the output layer,
     writes the ``tokens`` (the values'): the mean z-score of their logits against the whole
     vocabulary's, below zero counted as zero."""
-    from dfsu.evaluation.attacks import lens_parts
-
     norm, head = lens_parts(model)
     unembed = head.weight.float()
     scale = getattr(norm, "weight", None)
@@ -141,7 +109,7 @@ def projection_scores(model: Any, tokens: Sequence[int]) -> torch.Tensor:
     with torch.no_grad():
         for mlp in mlps(model):
             weight = mlp.out.weight.float()
-            vectors = weight if _conv1d(mlp.out) else weight.T  # [neurons, d]
+            vectors = weight if is_conv1d(mlp.out) else weight.T  # [neurons, d]
             logits = vectors @ unembed.T  # [neurons, V]
             z = (logits[:, picked].mean(-1) - logits.mean(-1)) / logits.std(-1).clamp_min(1e-8)
             rows.append(z.clamp_min(0))
