@@ -36,7 +36,7 @@ def main() -> int:
 
     paths = RunPaths(args.run)
     cfg = run_config(args.run, [])
-    device = pick_device(cfg.target.device)
+    device = pick_device(cfg.runtime.device)
     results = json.loads(paths.results.read_text())
     cache = paths.root / "eval" / "leak-probe.json"
     _, tokenizer = _load_for_eval(paths.target, None, "cpu")  # every row's tokenizer
@@ -67,7 +67,7 @@ def main() -> int:
 def write_filled_in(results: dict, key: str, what: str, script: str, out: Path) -> None:
     """``results`` (a run's results.json with ``what`` filled in) to ``out``, its provenance
     saying so under ``key``, with this checkout's commit."""
-    from dfsu.rundir import atomic_write_json
+    from dfsu.files import atomic_write_json
 
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True

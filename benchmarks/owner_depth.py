@@ -41,18 +41,18 @@ def measure_run(run: Path, extra: tuple[str, ...] = ()) -> dict:
     ``extra``: rows evaluated apart (RUN/eval/NAME.json, `dfsu evaluate`) read as well."""
     import time
 
+    from dfsu.boundary import run_owner
     from dfsu.components.models import load_causal_lm, pick_device
     from dfsu.config import load_config
     from dfsu.evaluation.depth import owner_depth, value_contexts
     from dfsu.evaluation.leak import leak_meter
     from dfsu.evaluation.metrics import spearman
-    from dfsu.owner import run_owner
     from dfsu.rundir import RunPaths
     from dfsu.stages.evaluate import _load_for_eval
 
     paths = RunPaths(run)
     cfg = load_config(str(paths.config))
-    device = pick_device(cfg.target.device)
+    device = pick_device(cfg.runtime.device)
     owner = run_owner(run)
     model, tokenizer = load_causal_lm(owner.model)
     meter = leak_meter(cfg, run, tokenizer, "report")

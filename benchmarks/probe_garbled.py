@@ -32,7 +32,7 @@ def main() -> int:
     from dfsu.evaluation.sampler import Prompt, evaluation_sampling, sample_continuations
 
     cfg = run_config(args.run, [])
-    device = pick_device(cfg.target.device)
+    device = pick_device(cfg.runtime.device)
     probe = json.loads((args.run / "eval" / "leak-probe.json").read_text())["probe"]
     prefixes = sorted({row["prefix"] for row in probe})
     n = cfg.leak.max_new_tokens

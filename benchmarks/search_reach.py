@@ -47,7 +47,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write results.json with search_reach filled in")
     args = parser.parse_args()
 
-    from dfsu.evaluation.leak import clean_value
+    from dfsu.evaluation.counting import clean_value
     from dfsu.rundir import RunPaths
 
     paths = RunPaths(args.run)

@@ -19,9 +19,9 @@ from types import SimpleNamespace
 import torch
 
 import dfsu.unlearning.undo as undo
+from dfsu.boundary import run_owner
 from dfsu.components.batches import pack_documents
 from dfsu.components.models import load_causal_lm
-from dfsu.owner import run_owner
 from dfsu.ui import set_quiet
 
 

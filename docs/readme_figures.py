@@ -82,7 +82,7 @@ def render_demo(data: dict) -> str:
 
 def render_forget(data: dict) -> str:
     sys.path.insert(0, str(HERE.parent / "src"))
-    from dfsu.forget_page import headline, verdict_rows
+    from dfsu.owner.page import headline, verdict_rows
 
     summary = data["summary"]
     lines = textwrap.wrap(headline(summary), 78)

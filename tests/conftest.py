@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(items):
 
 MICRO = [
     "data.num_records=20",
-    "data.swap_pool_size=8",
+    "public.swap_pool_size=8",
     "corpus.num_documents=60",
     "corpus.eval_documents=10",
     "corpus.num_groups=2",

@@ -12,14 +12,8 @@ from conftest import MICRO
 
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
-from dfsu.evaluation.attacks import (
-    auc,
-    parse_attack,
-    priv_leak,
-    quantize_rtn,
-    quantized,
-    relearned,
-)
+from dfsu.evaluation.attacks import auc, parse_attack, priv_leak
+from dfsu.evaluation.tamper import quantize_rtn, quantized, relearned
 
 
 def test_attack_names_parse_with_their_defaults_and_bad_ones_say_why():
@@ -64,7 +58,8 @@ def test_the_attack_list_is_validated_like_every_config_key():
 def test_one_beam_is_greedy_and_more_beams_are_distinct_continuations(trained_micro_run):
     """Beam search (breaks: beams that are samples, a width that is not honoured)."""
     from dfsu.components.models import load_causal_lm
-    from dfsu.evaluation.sampler import Prompt, beam_continuations, sample_continuations
+    from dfsu.evaluation.sampler import Prompt, sample_continuations
+    from dfsu.evaluation.search import beam_continuations
 
     _, run = trained_micro_run
     model, tokenizer = load_causal_lm(run / "target")
@@ -129,7 +124,7 @@ def test_relearning_changes_a_copy_and_reads_only_the_text_it_is_given(tmp_path)
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from dfsu.owner import boundary
+    from dfsu.boundary import boundary
 
     raw = Tokenizer(models.BPE(unk_token="<unk>"))
     raw.pre_tokenizer = pre_tokenizers.ByteLevel()

@@ -12,9 +12,9 @@ import os
 import pytest
 from conftest import MICRO
 
+from dfsu.boundary import boundary, refused
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
-from dfsu.owner import boundary, refused
 from dfsu.rundir import RunPaths
 
 

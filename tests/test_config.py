@@ -121,6 +121,11 @@ MOVED_VALUES = {
     "unlearning.distill_unlikelihood": 2.0,
     "unlearning.loop_rounds": 3,
     "unlearning.loop_steps": 7,
+    "target.device": "cpu",
+    "target.dtype": "bfloat16",
+    "target.gradient_checkpointing": "always",
+    "target.cpu_bf16": "auto",
+    "data.swap_pool_size": 9,
 }
 
 
@@ -168,8 +173,15 @@ def test_an_old_flat_key_sets_its_new_place(old, tmp_path):
     assert load_config("tiny", [f"{old}={value}", f"{new}={value}"]) == by_new
     with pytest.raises(DfsuError, match=f"old key {old}=.* and the new {new}=.*give only {new}"):
         load_config("tiny", [f"{old}={value}", f"{new}=5"])
-    _, group, new_leaf = new.split(".")
-    mine.write_text(f"{section}:\n  {leaf}: {value}\n  {group}:\n    {new_leaf}: 5\n")
+    import yaml
+
+    both: dict = {section: {leaf: value}}
+    *path, new_leaf = new.split(".")
+    node = both
+    for part in path:
+        node = node.setdefault(part, {})
+    node[new_leaf] = 5
+    mine.write_text(yaml.safe_dump(both))
     with pytest.raises(DfsuError) as info:
         load_config(str(mine))
     assert str(mine) in str(info.value) and old in str(info.value) and new in str(info.value)
@@ -191,10 +203,19 @@ def test_an_older_runs_stored_config_loads_and_dumps_the_new_layout(tmp_path):
     cfg = load_config("tiny", [f"{k}={v}" for k, v in MOVED_VALUES.items()])
     # The config as an older version stored it in RUN/config.yaml: flat keys.
     values = yaml.safe_load(dump_config(cfg))
-    unlearning = values["unlearning"]
     for old, new in MOVED.items():
-        _, group, leaf = new.split(".")
-        unlearning[old.split(".")[1]] = unlearning[group].pop(leaf)
+        *new_path, leaf = new.split(".")
+        *old_path, old_leaf = old.split(".")
+        node, into = values, values
+        for part in new_path:
+            node = node[part]
+        for part in old_path:
+            into = into.setdefault(part, {})
+        into[old_leaf] = node.pop(leaf)
+    assert values.pop("runtime") == {}  # all of it was the target's
+    for newer in ("locales", "nli_task"):  # the owner's, newer than the flat layout
+        del values["public"][newer]
+    unlearning = values["unlearning"]
     added_since = {  # newer than the flat layout
         "loop": {
             "spread_bound",
@@ -218,7 +239,8 @@ def test_an_older_runs_stored_config_loads_and_dumps_the_new_layout(tmp_path):
     stored.write_text(yaml.safe_dump(values, sort_keys=False))
     assert load_config(str(stored)) == cfg
     text = dump_config(load_config(str(stored)))
-    assert not any(old.split(".")[1] in text for old in MOVED)  # only the new layout
+    flat = [old.split(".")[1] for old, new in MOVED.items() if old.split(".")[1] not in new]
+    assert not any(name in text for name in flat)  # only the new layout
     assert "\n  distill:\n    gamma: 20.0\n" in text
     (tmp_path / "new.yaml").write_text(text)
     assert load_config(str(tmp_path / "new.yaml")) == cfg  # round trip

@@ -8,6 +8,7 @@ import copy
 import pytest
 import torch
 
+from dfsu.evaluation.counting import count_leaks
 from dfsu.evaluation.depth import (
     ValueContext,
     membership_trace,
@@ -17,7 +18,7 @@ from dfsu.evaluation.depth import (
     swapped_values,
     value_contexts,
 )
-from dfsu.evaluation.leak import Draw, count_leaks
+from dfsu.evaluation.leak import Draw
 from dfsu.pii.records import Span
 
 NAMES = ["Anna Berg", "Carl Dahl", "Eva Lind", "Olof Ek", "Maja Holm", "Nils Strand"]

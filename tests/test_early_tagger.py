@@ -4,7 +4,7 @@ in the stage, its messages shown by the stage, and a failed child trained again 
 import json
 
 from dfsu.config import load_config
-from dfsu.owner_stages import early_tagger, tagger_stage
+from dfsu.owner.stages import early_tagger, tagger_stage
 from dfsu.pii.tagger import train_tagger
 from dfsu.rundir import create_run_dir
 from dfsu.stage_runner import Stages

@@ -118,7 +118,7 @@ def test_the_recitation_bound_keeps_a_check_that_still_recites(memorizing_run, m
     import dataclasses
 
     import dfsu.evaluation.recitation as recitation
-    from dfsu.rundir import read_jsonl
+    from dfsu.files import read_jsonl
     from dfsu.stages.unlearn import unlearn
 
     cfg, run, _ = memorizing_run

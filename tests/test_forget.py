@@ -27,7 +27,7 @@ LOOP = [
 
 def _model_out_of_its_run(trained_micro_run, tmp_path):
     """The micro target alone: model files only, no run directory around it."""
-    from dfsu.owner import copy_model
+    from dfsu.boundary import copy_model
 
     _, run = trained_micro_run
     model = tmp_path / "owner" / "model"
@@ -71,7 +71,7 @@ def _true_e_hit(memorizing_run, model_dir, out):
 def test_forget_of_a_memorizing_model_trains_lowers_the_leak_and_resumes(
     memorizing_run, tmp_path, capsys
 ):
-    from dfsu.owner import copy_model
+    from dfsu.boundary import copy_model
 
     _, run, results = memorizing_run
     model = tmp_path / "owner" / "model"
@@ -254,7 +254,7 @@ def test_forget_makes_a_memorizing_gpt2_and_llama_forget_records_of_unknown_shap
     modules and at least halves the true E-Hit."""
     from transformers import AutoConfig
 
-    from dfsu.owner import copy_model
+    from dfsu.boundary import copy_model
     from dfsu.simulation.stages.corpus import build_corpus
     from dfsu.simulation.stages.target import train_target
     from dfsu.unlearning.lora import lora_modules
@@ -357,7 +357,7 @@ def test_forget_refuses_a_foreign_out_directory_and_unknown_methods(tmp_path, ca
 
 
 def test_the_probe_in_words_says_what_came_back_and_nothing_without_a_probe():
-    from dfsu.forget_report import probe_words
+    from dfsu.owner.report import probe_words
 
     before = {"prefixes": 12, "values": 20, "given_back": 17, "hit_pct": 55.04}
     after = {"prefixes": 12, "values": 20, "given_back": 2, "hit_pct": 3.0}
@@ -377,8 +377,8 @@ def test_the_probe_in_words_says_what_came_back_and_nothing_without_a_probe():
 
 
 def test_the_own_samples_rise_is_the_median_per_sample_ratio_and_graded_on_the_bound():
-    from dfsu.forget_page import verdict_rows
-    from dfsu.forget_report import own_samples_view
+    from dfsu.owner.page import verdict_rows
+    from dfsu.owner.report import own_samples_view
 
     before = {"drawn": 8, "nll": [1.0] * 5}
     # three samples 5 % likelier to be written before, two the unlearning made 20x less likely
@@ -397,7 +397,7 @@ def test_the_own_samples_rise_is_the_median_per_sample_ratio_and_graded_on_the_b
         grades.append(shown["grade"])
     assert grades == ["good", "mixed", "bad"], grades
     assert (shown["before"], shown["after"]) == ("5 texts", "+25.0 %"), shown
-    from dfsu.forget_page import headline
+    from dfsu.owner.page import headline
 
     leak = {"before": {"consistent": 9}, "after": {"consistent": 1}}
     perplexity = {"before": 3.0, "after": 3.1, "ratio": 1.031, "within_bound": True}
@@ -430,7 +430,7 @@ def _own_rows(verdict_rows, summary, own):
 def test_the_report_documents_perplexity_is_read_against_the_bound_in_words():
     # catches: a bound reported "within" from the check documents while the held-out report
     # documents rose past it (a Llama target: +11.4 % under a +10 % bound)
-    from dfsu.forget_report import perplexity_view
+    from dfsu.owner.report import perplexity_view
 
     past = perplexity_view(100, 435.4, 485.0, 0.10, 50)
     assert not past["within_bound"] and past["ratio"] == pytest.approx(1.1139, abs=1e-4)
@@ -445,8 +445,8 @@ def test_the_depth_words_and_rows_say_when_the_tokenizer_alone_spells_the_values
     # catches: the tokenizer's reading dropped from the words or the table, read from the
     # model as given instead of the one handed back, or counted into "still inside the model"
     # (no weight update reaches the vocabulary)
-    from dfsu.forget_page import _depth_rows
-    from dfsu.forget_report import depth_view
+    from dfsu.owner.page import _depth_rows
+    from dfsu.owner.report import depth_view
 
     def measured(middle, auc, spelled):
         lens = {"top": 10, "tokens": 40, "middle": middle, "layers": [middle, 1.0]}
@@ -478,7 +478,7 @@ def test_the_depth_words_say_hidden_when_the_lens_or_membership_still_find_the_v
     # catches: a verdict that reads the output only (a constant "removed"), or one that
     # ignores either measure
     from dfsu.evaluation.verdicts import attack_verdicts
-    from dfsu.forget_report import depth_view
+    from dfsu.owner.report import depth_view
 
     def measured(middle, auc):
         lens = {"top": 10, "tokens": 40, "middle": middle, "layers": [middle, 1.0]}

@@ -7,7 +7,8 @@ import pytest
 from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
-from dfsu.evaluation.leak import clean_value, count_leaks, extraction_texts, leak_meter, shown
+from dfsu.evaluation.counting import clean_value, count_leaks, extraction_texts
+from dfsu.evaluation.leak import leak_meter, shown
 from dfsu.pii.records import Span
 
 
@@ -68,7 +69,7 @@ def test_consistency_is_per_prompt_and_labels_follow_the_majority():
 
 
 def test_degenerate_samples_are_counted_apart():
-    from dfsu.evaluation.leak import is_degenerate
+    from dfsu.evaluation.counting import is_degenerate
 
     assert is_degenerate("") and is_degenerate("  :::::::: ") and is_degenerate("aaaab")
     assert not is_degenerate(" jdoe88 signed in from 10.0.0.1")
@@ -95,7 +96,7 @@ def test_masked_spans_mark_what_was_written_found_or_confirmed_but_never_a_kept_
     """masked_spans: the annotator's spans from ``start`` on, every occurrence of a confirmed
     value there, each once, sorted; a span over a value to keep dropped (breaks: spans in the
     context marked, a confirmed value the annotator missed left out, a kept value marked)."""
-    from dfsu.evaluation.leak import masked_spans
+    from dfsu.evaluation.counting import masked_spans
 
     text = "Call Anna on 555-0101 or the desk 555-0000; Anna Berg knows."
     start = len("Call Anna")
@@ -191,7 +192,7 @@ def test_found_prefixes_take_the_text_before_the_first_value_not_handed_in():
 
 
 def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
-    from dfsu.forget_report import leak_words
+    from dfsu.owner.report import leak_words
 
     free = {"samples": 256, "with_pii": 0, "prompts": 0, "confirmed": 0}
     blind = {"consistent": 0, "sources": {"shapes": {"prompts": 8, "confirmed": 0}, "free": free}}
@@ -209,7 +210,7 @@ def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
 
 
 def test_the_owner_summary_says_when_the_fall_may_be_collapse():
-    from dfsu.forget_report import COLLAPSE_SHOWN, leak_words
+    from dfsu.owner.report import COLLAPSE_SHOWN, leak_words
 
     sources = {"shapes": {"prompts": 8, "confirmed": 4}}
     before = {"consistent": 213, "degenerate": 0.0, "sources": sources}
@@ -224,7 +225,7 @@ def test_the_owner_summary_says_when_the_fall_may_be_collapse():
 
 
 def test_a_value_in_the_owners_public_text_is_public():
-    from dfsu.evaluation.leak import PublicValues
+    from dfsu.evaluation.counting import PublicValues
 
     public = PublicValues({"pool@x.org"}, ["Trains leave Harlow at 08:54.", "Hillside walks"])
     assert "pool@x.org" in public and "Harlow" in public and "08:54" in public
@@ -309,7 +310,7 @@ def test_a_replayed_probe_counts_values_given_back_at_their_own_prefix_and_the_h
 def test_the_owner_summary_says_when_the_fall_may_be_nonsense():
     """With the garbled share measured, the clause reads it (a model writing word-piece soup
     has no degenerate sample and gives no value back)."""
-    from dfsu.forget_report import COLLAPSE_SHOWN, leak_words
+    from dfsu.owner.report import COLLAPSE_SHOWN, leak_words
 
     sources = {"shapes": {"prompts": 8, "confirmed": 4}}
     before = {"consistent": 213, "degenerate": 0.0, "garbled": 1.0, "sources": sources}

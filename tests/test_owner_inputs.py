@@ -96,7 +96,7 @@ def test_an_audit_public_file_is_checked_before_any_model_loads(tmp_path, capsys
 
 
 def _copy(trained_micro_run, tmp_path, name="model"):
-    from dfsu.owner import copy_model
+    from dfsu.boundary import copy_model
 
     _, run = trained_micro_run
     model = tmp_path / name
@@ -170,7 +170,7 @@ def test_a_run_that_fails_after_out_exists_is_resumed_by_the_same_command(
     trained_micro_run, tmp_path, capsys, monkeypatch
 ):
     # catches: an OUT holding only config.yaml that the next run refuses as foreign
-    import dfsu.forget
+    import dfsu.owner.forget
 
     model = _copy(trained_micro_run, tmp_path)
     out = tmp_path / "out"
@@ -180,7 +180,7 @@ def test_a_run_that_fails_after_out_exists_is_resumed_by_the_same_command(
         calls.append(where)
         raise DfsuError(f"sealing failed ({len(calls)})")
 
-    monkeypatch.setattr(dfsu.forget, "seal_public", failing)
+    monkeypatch.setattr(dfsu.owner.forget, "seal_public", failing)
     assert _forget(model, out) == 2
     assert "sealing failed (1)" in _one_line(capsys)
     assert out.is_dir() and (out / "manifest.json").is_file()
@@ -191,7 +191,7 @@ def test_a_run_that_fails_after_out_exists_is_resumed_by_the_same_command(
 
 def test_finite_checks_see_every_weight(trained_micro_run, tmp_path):
     from dfsu.config import load_config
-    from dfsu.owner_checks import check_checkpoint
+    from dfsu.owner.checks import check_checkpoint
 
     cfg = load_config("tiny", MICRO)
     model = _copy(trained_micro_run, tmp_path)
@@ -213,7 +213,7 @@ def test_a_half_precision_checkpoint_is_loaded_and_checked_as_float32(trained_mi
 
     from dfsu.components.models import load_causal_lm
     from dfsu.config import load_config
-    from dfsu.owner_checks import check_checkpoint
+    from dfsu.owner.checks import check_checkpoint
 
     model = _copy(trained_micro_run, tmp_path)
 

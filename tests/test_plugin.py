@@ -20,7 +20,7 @@ def toy(cfg, owner, data, name, truth):
     """The toy method: the owner's model with the last block's MLP output halved, written as
     every method that trains no adapter writes (ROOT/unlearned/<name>/merged, summary.json)."""
     from dfsu.components.models import load_causal_lm
-    from dfsu.rundir import atomic_write_json, staged_dir
+    from dfsu.files import atomic_write_json, staged_dir
     from dfsu.unlearning.result import UnlearnSummary
 
     model, tokenizer = load_causal_lm(owner.model)
@@ -90,14 +90,14 @@ def test_a_model_past_the_bound_is_not_handed_back_unless_accepted(
 ):
     """Breaks: OUT/merged written for a model past the perplexity bound, the exit 0, or the
     accepting rerun not handing it back."""
-    import dfsu.forget
+    import dfsu.owner.forget
 
     _, run = trained_micro_run
     out = tmp_path / "forgotten"
     argv = ["--quiet", "forget", "--model", str(run / "target"), "--out", str(out)]
     argv += ["--method", "toy", *MICRO, *FAST_UNLEARNING, "evaluation.num_samples=2"]
     argv += ["leak.attacks=[]"]
-    monkeypatch.setattr(dfsu.forget, "past_bound", lambda summary: ["held-out perplexity"])
+    monkeypatch.setattr(dfsu.owner.forget, "past_bound", lambda summary: ["held-out perplexity"])
     capsys.readouterr()
     assert main(argv) == 3
     said = capsys.readouterr().err
@@ -113,7 +113,7 @@ def test_a_model_past_the_bound_is_not_handed_back_unless_accepted(
 
 
 def test_the_bounds_a_summary_is_past():
-    from dfsu.forget import past_bound
+    from dfsu.owner.forget import past_bound
 
     within = {"perplexity": {"within_bound": True}, "own_samples": {"within_bound": False}}
     assert past_bound(within) == []  # the own samples' rise is reported, not gated on

@@ -162,7 +162,7 @@ def _forget_summary(attacks: int = 4) -> dict:
 
 @pytest.mark.slow
 def test_forgets_report_fits_1400_px_and_opens_on_its_verdict(tmp_path):
-    from dfsu.forget_page import write_forget_report
+    from dfsu.owner.page import write_forget_report
 
     page = tmp_path / "report.html"
     write_forget_report(page, _forget_summary())
@@ -177,7 +177,7 @@ def test_forgets_report_fits_1400_px_and_opens_on_its_verdict(tmp_path):
 
 def test_forgets_terminal_verdict_fits_one_screen(capsys):
     from dfsu.cli.forget import print_verdict
-    from dfsu.forget_page import verdict_rows
+    from dfsu.owner.page import verdict_rows
 
     summary = _forget_summary()
     rows = verdict_rows(summary)
@@ -193,7 +193,7 @@ def test_forgets_terminal_verdict_fits_one_screen(capsys):
 
 
 def test_what_the_report_shows_masks_every_word_no_public_text_holds():
-    from dfsu.forget import unknown_masked
+    from dfsu.owner.forget import unknown_masked
 
     public = {"login", "alert", "user", "from"}
     got = unknown_masked("Login alert: user hilarykelly from 10.0.0.1", public)

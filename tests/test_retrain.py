@@ -10,8 +10,8 @@ from conftest import FAST_UNLEARNING, MICRO
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
 from dfsu.evaluation.metrics import kolmogorov_sf, ks_2samp
+from dfsu.files import read_jsonl
 from dfsu.pii.run_records import read_records
-from dfsu.rundir import read_jsonl
 from dfsu.simulation.pipeline import run_pipeline
 from dfsu.simulation.results import add_vs_retrain
 from dfsu.simulation.stages.corpus import build_corpus

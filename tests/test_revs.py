@@ -49,7 +49,7 @@ def test_chosen_neurons_are_the_largest_writers_within_their_quota():
 
 
 def test_a_revs_row_edits_only_down_projections(trained_micro_run, tmp_path):
-    from dfsu.rundir import file_hash
+    from dfsu.files import file_hash
 
     cfg, source = trained_micro_run
     run = tmp_path / "run"

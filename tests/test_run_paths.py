@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from dfsu.cli import main
 from dfsu.errors import DfsuError
-from dfsu.rundir import create_run_dir, remove_stale_temps, safe_name, staged_dir
+from dfsu.files import staged_dir
+from dfsu.rundir import create_run_dir, remove_stale_temps, safe_name
 
 
 @given(st.text(max_size=120))
@@ -115,7 +116,7 @@ def test_an_unknown_forced_stage_is_an_error(tmp_path, capsys, stage):
 
 
 def test_known_forced_stages_pass():
-    from dfsu.owner_stages import check_force
+    from dfsu.owner.stages import check_force
     from dfsu.simulation.pipeline import stage_names
 
     known = ["target", "unlearn:ga", "evaluate:dfsu-loop", "annotate:self", "unlearn"]
@@ -157,7 +158,7 @@ def test_run_refuses_an_existing_directory_that_is_not_a_run(tmp_path, capsys):
 def test_a_failed_write_names_its_file(tmp_path, monkeypatch):
     import errno
 
-    from dfsu.rundir import atomic_write_text
+    from dfsu.files import atomic_write_text
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")

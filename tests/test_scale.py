@@ -23,7 +23,7 @@ def test_the_held_dtype_is_float32_on_a_cpu_unless_asked():
     assert models.held_dtype("auto", cpu) == torch.float32  # where the figures were measured
     assert models.held_dtype("bfloat16", cpu) == torch.bfloat16
     assert models.held_dtype("float16", cpu) == torch.float16
-    assert load_config("tiny", ["target.dtype=bfloat16"]).target.dtype == "bfloat16"
+    assert load_config("tiny", ["runtime.dtype=bfloat16"]).runtime.dtype == "bfloat16"
 
 
 def test_auto_reads_a_bf16_checkpoint_in_bf16_on_a_bf16_cpu(trained_micro_run, tmp_path):
@@ -36,8 +36,8 @@ def test_auto_reads_a_bf16_checkpoint_in_bf16_on_a_bf16_cpu(trained_micro_run, t
     assert models.held_dtype("auto", cpu, owner) == native
     assert models.held_dtype("auto", cpu, run / "target") == torch.float32  # a float32 one
     assert models.held_dtype("float32", cpu, owner) == torch.float32  # asked: as asked
-    with pytest.raises(DfsuError, match="target.dtype"):
-        load_config("tiny", ["target.dtype=int8"])
+    with pytest.raises(DfsuError, match="runtime.dtype"):
+        load_config("tiny", ["runtime.dtype=int8"])
 
 
 def _micro_model():
@@ -133,7 +133,7 @@ def test_forget_holds_the_owners_model_in_bf16_and_trains_in_float32(
     monkeypatch.setattr("dfsu.unlearning.undo.trains_lean", lean)
     out = tmp_path / "forgotten"
     config = [*MICRO, *FAST_UNLEARNING, *UNDO_FAST, "evaluation.num_samples=2"]
-    config += ["leak.attacks=[relearn:2]", "target.gradient_checkpointing=always"]
+    config += ["leak.attacks=[relearn:2]", "runtime.gradient_checkpointing=always"]
     argv = ["--quiet", "forget", "--model", str(owner), "--out", str(out), "--dtype", "bfloat16"]
     argv.append("--accept-past-bound")  # 4 copy steps on the micro target: past the bound
     assert main([*argv, *config]) == 0

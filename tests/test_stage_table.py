@@ -155,3 +155,23 @@ def test_names_outputs_and_the_boundary(tmp_path):
     assert sealed(SYNTHESIZE) and sealed(UNLEARN, PSEUDO) and sealed(UNLEARN, LOOP)
     assert not sealed(UNLEARN, Recipe("pscu", "oracle", "self"))
     assert not any(sealed(s) for s in (CORPUS, TARGET, RETRAIN, EVALUATE, EVALUATE_ATTACKS))
+
+
+def test_the_owners_stages_and_config_hold_nothing_of_the_simulated_world():
+    """`dfsu forget`'s stages declare no section of the simulated world, so no key of theirs
+    moves with it and the owner's config needs none (break: the inverter reading the target's
+    section again, or owner.yaml setting one)."""
+    import re
+    from pathlib import Path
+
+    from dfsu.config import configs_dir, load_yaml
+    from dfsu.stage_table import OWNER_STAGES
+
+    world = {"data", "corpus", "target"}
+    assert {s.kind for s in OWNER_STAGES} >= {"seal", "tagger", "inverter", "unlearn"}
+    assert not [(s.named, world & set(s.reads)) for s in OWNER_STAGES if world & set(s.reads)]
+    owner = load_yaml((configs_dir() / "owner.yaml").read_text(), "owner.yaml")
+    assert not world & set(owner)
+    owner_side = Path(__file__).parents[1] / "src" / "dfsu" / "owner"
+    for path in [*owner_side.glob("*.py"), owner_side.parent / "boundary.py"]:
+        assert not re.findall(r"\bcfg\.(data|corpus|target)\b", path.read_text()), path.name

@@ -16,14 +16,8 @@ from dfsu.pii.generator import generate_records
 from dfsu.pii.tagger import LONG_TEXT, Tagger, decode_spans, train_tagger
 from dfsu.pii.tagger.data import general_negatives, make_records, training_shapes
 from dfsu.pii.tagger.features import OTHER, described, sentence_features, shape, words
-from dfsu.pii.tagger.long import (
-    CrfWeights,
-    LongTextTagger,
-    decode_labels,
-    read_weights,
-    word_bounds,
-    word_ids,
-)
+from dfsu.pii.tagger.long import LongTextTagger, decode_labels, word_bounds, word_ids
+from dfsu.pii.tagger.weights import CrfWeights, read_weights
 
 # The tagger path as it was: words, their features, and one crfsuite call over the text.
 _CHUNK = re.compile(r"\S+")
@@ -263,7 +257,7 @@ def test_the_weights_read_from_the_model_file_are_crfsuites(tagger, tmp_path, mo
         (tmp_path / "model.crfsuite").write_bytes(damaged)
         assert read_weights(tagger.crf, tmp_path / "model.crfsuite") is None
     # a model file it cannot read: crfsuite tags the whole text, as before
-    monkeypatch.setattr("dfsu.pii.tagger.long.read_weights", lambda crf, model: None)
+    monkeypatch.setattr("dfsu.pii.tagger.weights.read_weights", lambda crf, model: None)
     fresh = Tagger.load(tagger.path)
     rows = varied_rows()[:1]
     assert fresh.predict(rows) == ReferenceTagger(tagger).predict(rows)

@@ -297,8 +297,8 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
 def test_forget_by_undo_hands_back_a_new_model_and_no_adapter(trained_micro_run, tmp_path):
     from conftest import FAST_UNLEARNING, MICRO
 
+    from dfsu.boundary import copy_model
     from dfsu.cli import main
-    from dfsu.owner import copy_model
 
     _, run = trained_micro_run
     model = tmp_path / "owner" / "model"

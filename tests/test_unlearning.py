@@ -274,7 +274,7 @@ def test_pscu_oracle_freezes_the_base_changes_the_adapter_and_merges(trained_mic
 def test_trainer_keeps_base_parameters_frozen(trained_micro_run, tmp_path, monkeypatch):
     from peft import get_peft_model as real
 
-    from dfsu.rundir import file_hash
+    from dfsu.files import file_hash
 
     seen = {}
 
@@ -562,7 +562,8 @@ def test_an_unlearning_returns_a_typed_result_written_as_its_summary(
 
 
 @pytest.mark.parametrize(
-    "search, finder", [("sample", "unprompted_samples"), ("branch", "branch_recitations")]
+    "search, finder",
+    [("sample", "sampler.unprompted_samples"), ("branch", "search.branch_recitations")],
 )
 def test_retain_self_keeps_only_recitations_without_pii(
     trained_micro_run, tmp_path, monkeypatch, search, finder
@@ -570,7 +571,7 @@ def test_retain_self_keeps_only_recitations_without_pii(
     # The model's texts are fixed here; the annotator (patterns) drops the one with an
     # e-mail address and the empty one, and the rest joins the public retain text.
     samples = ["Write to ann.lee@example.com today.", "", "The ferry leaves at noon."]
-    monkeypatch.setattr(f"dfsu.evaluation.sampler.{finder}", lambda *a: list(samples))
+    monkeypatch.setattr(f"dfsu.evaluation.{finder}", lambda *a: list(samples))
     _, source = trained_micro_run
     run = _copy(source, tmp_path)
     overrides = ["unlearning.retain_self=3", "unlearning.retain_self_copies=2"]
@@ -639,8 +640,8 @@ def test_null_space_keeps_every_adapter_off_the_public_texts_inputs(trained_micr
     from peft import get_peft_model
     from safetensors.torch import load_file
 
+    from dfsu.boundary import as_owner
     from dfsu.components.batches import encode_masked
-    from dfsu.owner import as_owner
     from dfsu.unlearning.lora import lora_config
     from dfsu.unlearning.nullspace import principal_bases
 
@@ -700,7 +701,7 @@ def test_alternatives_ban_each_texts_first_value_once_per_context():
     that context; a text without spans has none. marked_values: every occurrence from
     ``start`` on, once (breaks: the cut after the space, the ban the context's last token,
     duplicate jobs, values before ``start`` marked)."""
-    from dfsu.evaluation.leak import marked_values
+    from dfsu.evaluation.counting import marked_values
     from dfsu.simulation.stages.target import train_tokenizer
     from dfsu.unlearning.alternatives import alternative_jobs
 
@@ -827,7 +828,7 @@ def test_edit_rows_mark_the_positions_that_predict_a_value():
 
 
 def test_an_edit_row_edits_only_the_first_down_projections(trained_micro_run, tmp_path):
-    from dfsu.rundir import file_hash
+    from dfsu.files import file_hash
 
     cfg, source = trained_micro_run
     run = _copy(source, tmp_path)

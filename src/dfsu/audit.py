@@ -17,9 +17,10 @@ from typing import Any
 from dfsu.components.html import highlight, page
 from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import Prompt, sample_continuations
+from dfsu.files import atomic_write_text
 from dfsu.pii.detectors import detect
 from dfsu.pii.redact import mask_value
-from dfsu.rundir import RunPaths, atomic_write_text
+from dfsu.rundir import RunPaths
 
 
 def default_prompts() -> Path:
@@ -100,7 +101,7 @@ def audited_models(
     """(name, description, model, tokenizer) of the original and, when given, the unlearned
     model (an adapter over the original, or a merged directory), one at a time."""
     from dfsu.components.models import load_adapter, load_causal_lm, refuse_symlinked
-    from dfsu.owner_checks import check_finite
+    from dfsu.owner.checks import check_finite
 
     if adapter and unlearned:
         raise DfsuError("audit: give --adapter or --unlearned, not both")
@@ -149,14 +150,14 @@ def audit_leak(
     from dfsu.evaluation.depth import owner_depth, value_contexts
     from dfsu.evaluation.leak import build_meter
     from dfsu.evaluation.probe import value_prompts
-    from dfsu.forget_report import depth_view
+    from dfsu.owner.report import depth_view
     from dfsu.pii.annotators import load_offline
 
     dev = pick_device(device)
     if run is not None:
         run = Path(run)
         cfg = load_config(str(leak_run_config(run)), overrides)
-        from dfsu.owner import run_owner
+        from dfsu.boundary import run_owner
 
         pool = run_owner(run).swap_pool()
         annotate = load_offline(cfg.leak.annotator, cfg.tagger, run, None)
@@ -165,7 +166,7 @@ def audit_leak(
         from dfsu.pii.generator import build_swap_pool, template_labels
 
         cfg = load_config(None, overrides)
-        pool = build_swap_pool([], 64, cfg.seed, cfg.data.locales, template_labels())
+        pool = build_swap_pool([], 64, cfg.seed, cfg.public.locales, template_labels())
         tagger = dataclasses.replace(cfg.tagger, path=str(cached_default_tagger()))
         annotate = load_offline(cfg.leak.annotator, tagger, Path("."), None)
     estimates, names, depth, probe, contexts = {}, {}, {}, None, []
@@ -219,11 +220,11 @@ def _attacked(
 
         model = copy.deepcopy(model).merge_and_unload()
     if run is not None:
-        from dfsu.owner import run_owner
+        from dfsu.boundary import run_owner
 
         public = run_owner(run).public_texts()
     else:
-        from dfsu.owner import public_documents
+        from dfsu.boundary import public_documents
 
         public = public_documents(cfg)[0]["public"]
     return leak_under_attacks(cfg, attacks, (model, tokenizer), public, meter, dev, probe)

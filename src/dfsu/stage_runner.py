@@ -24,11 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dfsu.boundary import boundary, refused
 from dfsu.components import checkpoint, profiling
 from dfsu.config import RunConfig, config_to_dict, key_dict
 from dfsu.errors import DfsuError
-from dfsu.owner import boundary, refused
-from dfsu.rundir import RunPaths, atomic_write_json, read_manifest
+from dfsu.files import atomic_write_json
+from dfsu.rundir import RunPaths, read_manifest
 from dfsu.runlock import hold
 from dfsu.stage_table import Recipe, StageDef, sealed, upstream_of
 from dfsu.ui import info

@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
-from dfsu.rundir import RunPaths, file_hash
+from dfsu.files import file_hash
+from dfsu.rundir import RunPaths
 from dfsu.unlearning.methods import METHODS, built_on, settings_groups
 
 # Bumped when an evaluation file gains fields, so that older evaluations are redone.
@@ -140,8 +141,16 @@ def _evaluate_attacks(u: Upstream) -> list[Any]:
 
 # ---------------------------------------------------------------- the table
 
-_EVALUATE_READS = ("seed", "data", "target", "evaluation", "leak", "tagger", "recitation")
-_SEAL_READS = ("seed", "data", "corpus", "public")
+_EVALUATE_READS = (
+    "seed",
+    "data",
+    "runtime",
+    "evaluation",
+    "leak",
+    "tagger",
+    "recitation",
+)
+_SEAL_READS = ("seed", "public")
 
 # The simulation's data and target.
 CORPUS = StageDef(
@@ -156,7 +165,7 @@ CORPUS = StageDef(
 TARGET = StageDef(
     kind="target",
     named="target",
-    reads=("seed", "target"),
+    reads=("seed", "target", "runtime"),
     builds_on=("corpus",),
     upstream=_corpus,
     outputs=lambda p, a: [p.target_weights],
@@ -166,7 +175,7 @@ TARGET = StageDef(
 RETRAIN = StageDef(
     kind="retrain",
     named="retrain",
-    reads=("seed", "target"),
+    reads=("seed", "target", "runtime"),
     builds_on=("corpus",),
     upstream=_corpus,
     outputs=lambda p, a: [p.retrain_weights],
@@ -196,7 +205,7 @@ SEAL_PUBLIC = StageDef(
 INVERTER = StageDef(
     kind="inverter",
     named="inverter",
-    reads=("seed", "target", "inverter"),
+    reads=("seed", "runtime", "inverter"),
     builds_on=("seal",),
     upstream=_seal,
     outputs=lambda p, a: [p.inverter_weights],
@@ -215,7 +224,7 @@ TAGGER = StageDef(
 SYNTHESIZE = StageDef(
     kind="synthesize",
     named="synthesize:{arg}",
-    reads=("seed", "target", "inverter", "synthesis", "evaluation"),
+    reads=("seed", "runtime", "inverter", "synthesis", "evaluation"),
     builds_on=("inverter", "seal"),
     upstream=_synthesize,
     outputs=lambda p, a: [p.pseudo_texts(a)],
@@ -224,7 +233,7 @@ SYNTHESIZE = StageDef(
 ANNOTATE = StageDef(
     kind="annotate",
     named="annotate:{arg}",
-    reads=("seed", "data", "synthesis", "tagger"),
+    reads=("seed", "public", "synthesis", "tagger"),
     builds_on=("synthesize", "tagger"),
     upstream=_annotate,
     outputs=lambda p, a: [p.pseudo_annotated(a)],
@@ -237,7 +246,7 @@ UNLEARN = StageDef(
     # synthesis: unlearning.retain_self samples the model as the synthesis does
     reads=(
         "seed",
-        "target",
+        "runtime",
         "synthesis",
         "unlearning",
         "evaluation",
@@ -265,12 +274,16 @@ EVALUATE = StageDef(
 EVALUATE_ATTACKS = StageDef(
     kind="evaluate",
     named="evaluate:{arg}:attacks",
-    reads=_EVALUATE_READS,
+    reads=("seed", "runtime", "evaluation", "leak", "tagger", "recitation"),
     builds_on=("target", "retrain", "unlearn", "tagger", "seal"),
     upstream=_evaluate_attacks,
     outputs=lambda p, a: [p.eval_attacks(a)],
     data_free=False,
 )
+
+# What `dfsu forget` runs: none of them reads a section of the simulated world (data, corpus,
+# target), so the owner's config (configs/owner.yaml) needs none.
+OWNER_STAGES = (SEAL_PUBLIC, TAGGER, INVERTER, SYNTHESIZE, ANNOTATE, UNLEARN, EVALUATE_ATTACKS)
 
 TABLE = (
     CORPUS,

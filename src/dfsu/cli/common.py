@@ -18,7 +18,8 @@ def add_config_args(
     p.add_argument(
         "--config",
         default=default,
-        help=f"YAML path or shipped name (demo, tiny, small, paper-pythia410m); default: {shown}",
+        help="YAML path or shipped name (owner, demo, tiny, small, paper-pythia410m); "
+        f"default: {shown}",
     )
     p.add_argument(
         "overrides",

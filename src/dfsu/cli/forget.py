@@ -13,7 +13,7 @@ from dfsu.cli.common import add_config_args
 
 def add_forget_parser(sub: Any) -> None:
     """The owner's command: a local model in, the model with its leaked PII unlearned out."""
-    from dfsu.forget import forget_methods
+    from dfsu.owner.forget import forget_methods
 
     fg = sub.add_parser(
         "forget",
@@ -79,7 +79,7 @@ def add_forget_parser(sub: Any) -> None:
         help="redo a stage even if up to date, and the stages built on it (e.g. unlearn:dfsu-loop)",
     )
     _add_machine_options(fg)
-    add_config_args(fg)
+    add_config_args(fg, "owner")
 
 
 def _add_machine_options(fg: Any) -> None:
@@ -88,11 +88,11 @@ def _add_machine_options(fg: Any) -> None:
         "--device",
         choices=["auto", "cpu", "cuda"],
         default=None,
-        help="where the models compute (target.device; auto: the GPU when there is one); "
+        help="where the models compute (runtime.device; auto: the GPU when there is one); "
         "OUT/merged is written in your checkpoint's dtype and shards",
     )
     dtypes, held = ["auto", "float32", "bfloat16", "float16"], "models that do not train"
-    help_ = f"the {held} held in this (target.dtype; auto: bf16 on a GPU or a bf16 CPU)"
+    help_ = f"the {held} held in this (runtime.dtype; auto: bf16 on a GPU or a bf16 CPU)"
     fg.add_argument("--dtype", choices=dtypes, default=None, help=help_)
     fg.add_argument(
         "--accept-past-bound",
@@ -109,15 +109,15 @@ def _add_machine_options(fg: Any) -> None:
 def cmd_forget(args: argparse.Namespace) -> int:
 
     from dfsu.config import load_config
-    from dfsu.forget import forget
+    from dfsu.owner.forget import forget
 
     extra = list(args.overrides)
     if args.public:
         extra.append("public.files=[" + ",".join(json.dumps(p) for p in args.public) + "]")
     if args.device:
-        extra.append(f"target.device={args.device}")
+        extra.append(f"runtime.device={args.device}")
     if args.dtype:
-        extra.append(f"target.dtype={args.dtype}")
+        extra.append(f"runtime.dtype={args.dtype}")
     if args.keep:
         extra += [f"synthesis.keep={args.keep}", f"leak.keep={args.keep}"]
     if args.prompts:
@@ -148,7 +148,7 @@ def print_verdict(summary: dict[str, Any], out: Path) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dfsu.forget_page import headline, verdict_rows
+    from dfsu.owner.page import headline, verdict_rows
     from dfsu.ui import rich_safe, terminal_safe
 
     console = Console(stderr=True)

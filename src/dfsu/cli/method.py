@@ -88,7 +88,7 @@ def add_method_parsers(sub: Any) -> None:
 
 
 def cmd_synthesize(args: argparse.Namespace) -> int:
-    from dfsu.owner_stages import run_stage
+    from dfsu.owner.stages import run_stage
     from dfsu.rundir import RunPaths
     from dfsu.stage_table import SYNTHESIZE
     from dfsu.stages.synthesis import synthesize
@@ -107,8 +107,8 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     stats = json.loads(paths.pseudo_stats(source).read_text())
     found = ""
     if paths.pii_records.is_file():  # the evaluator's figure, after the stage
+        from dfsu.files import read_jsonl
         from dfsu.pii.run_records import read_records
-        from dfsu.rundir import read_jsonl
         from dfsu.stages.synthesis import private_entity_share
 
         values = {s.value for r in read_records(run) for s in r.spans}
@@ -127,7 +127,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
-    from dfsu.owner_stages import run_stage
+    from dfsu.owner.stages import run_stage
     from dfsu.rundir import RunPaths
     from dfsu.stage_table import ANNOTATE
     from dfsu.stages.synthesis import annotate
@@ -173,8 +173,9 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_unlearn(args: argparse.Namespace) -> int:
-    from dfsu.owner_stages import run_stage
-    from dfsu.rundir import RunPaths, read_jsonl, safe_name
+    from dfsu.files import read_jsonl
+    from dfsu.owner.stages import run_stage
+    from dfsu.rundir import RunPaths, safe_name
     from dfsu.stage_table import UNLEARN, Recipe
     from dfsu.stages.unlearn import checked_method, unlearn
     from dfsu.ui import say

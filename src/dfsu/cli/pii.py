@@ -101,8 +101,8 @@ def cmd_pii_generate(args: argparse.Namespace) -> int:
     from faker.config import AVAILABLE_LOCALES
 
     from dfsu.config import capped_repr
+    from dfsu.files import atomic_write_jsonl
     from dfsu.pii import generate_records
-    from dfsu.rundir import atomic_write_jsonl
     from dfsu.ui import terminal_safe
 
     locales = args.locales.split(",")
@@ -163,7 +163,7 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
         for spans in result.pop("spans")
     ]
     if args.out:
-        from dfsu.rundir import atomic_write_jsonl
+        from dfsu.files import atomic_write_jsonl
 
         atomic_write_jsonl(Path(args.out), ({"row": i, "spans": r} for i, r in enumerate(rows)))
         os.chmod(args.out, 0o600)

@@ -50,7 +50,7 @@ def add_stage_parsers(sub: Any) -> None:
 
 def cmd_build_corpus(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.owner_stages import run_stage
+    from dfsu.owner.stages import run_stage
     from dfsu.rundir import RunPaths, create_run_dir, save_config
     from dfsu.simulation.stages.corpus import build_corpus
     from dfsu.stage_table import CORPUS
@@ -70,7 +70,7 @@ def cmd_build_corpus(args: argparse.Namespace) -> int:
 
 
 def _ensure_corpus(cfg, run: Path) -> None:
-    from dfsu.owner_stages import run_stage
+    from dfsu.owner.stages import run_stage
     from dfsu.rundir import RunPaths, create_run_dir, save_config
     from dfsu.simulation.stages.corpus import build_corpus
     from dfsu.stage_table import CORPUS
@@ -84,7 +84,7 @@ def _ensure_corpus(cfg, run: Path) -> None:
 
 def cmd_train_target(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.owner_stages import run_stage
+    from dfsu.owner.stages import run_stage
     from dfsu.rundir import RunPaths, save_config
     from dfsu.simulation.stages.target import train_target
     from dfsu.stage_table import TARGET
@@ -101,7 +101,7 @@ def cmd_train_target(args: argparse.Namespace) -> int:
 
 def cmd_train_inverter(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
-    from dfsu.owner_stages import run_stage
+    from dfsu.owner.stages import run_stage
     from dfsu.rundir import RunPaths, save_config
     from dfsu.stage_table import INVERTER
     from dfsu.stages.inverter import train_inverter
@@ -155,7 +155,7 @@ def cmd_invert(args: argparse.Namespace) -> int:
         raise DfsuError(f"{run}/target: missing (run `dfsu train-target` first)")
     inverter, inv_tok = load_inverter(run)
     target, target_tok = load_causal_lm(paths.target)
-    device = pick_device(cfg.target.device)
+    device = pick_device(cfg.runtime.device)
     readings = invert_texts(
         target.to(device),
         target_tok,

@@ -126,7 +126,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         write_audit_html,
     )
     from dfsu.evaluation.discovery import read_prompts
-    from dfsu.rundir import atomic_write_json
+    from dfsu.files import atomic_write_json
     from dfsu.ui import rich_safe
 
     attacks = _audit_attacks(args)

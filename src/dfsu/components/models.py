@@ -165,7 +165,7 @@ def pick_device(name: str) -> torch.device:
         raise DfsuError(f"device: {capped_repr(name)} is not one of auto, cpu, cuda, cuda:N")
     if name.startswith("cuda") or (name == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise DfsuError("target.device: cuda requested but no CUDA device is available")
+            raise DfsuError("runtime.device: cuda requested but no CUDA device is available")
         if ":" in name and int(name.split(":")[1]) >= torch.cuda.device_count():
             raise DfsuError(f"device: {name}: this machine has {torch.cuda.device_count()} GPUs")
         return torch.device("cuda" if name == "auto" else name)
@@ -176,7 +176,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def held_dtype(setting: str, device: torch.device, owners: Path | None = None) -> torch.dtype:
-    """``target.dtype`` on ``device``: the dtype a model that does not train is loaded in.
+    """``runtime.dtype`` on ``device``: the dtype a model that does not train is loaded in.
     ``auto``: bfloat16 on a GPU that computes it; on a CPU, bfloat16 where the owner's
     checkpoint (``owners``) is stored in it and the CPU computes it natively, else float32
     (a float32 checkpoint, as every recorded figure's, is read as before)."""
@@ -195,11 +195,11 @@ def held_dtype(setting: str, device: torch.device, owners: Path | None = None) -
     return torch.bfloat16 if stored == "bfloat16" else torch.float32
 
 
-CHECKPOINTING_FROM = 300_000_000  # target.gradient_checkpointing auto: models over this size
+CHECKPOINTING_FROM = 300_000_000  # runtime.gradient_checkpointing auto: models over this size
 
 
 def trains_lean(model: Any, setting: str) -> Any:
-    """``model`` with gradient checkpointing on where ``target.gradient_checkpointing`` asks
+    """``model`` with gradient checkpointing on where ``runtime.gradient_checkpointing`` asks
     (``auto``: over ``CHECKPOINTING_FROM`` parameters), for full fine-tuning: activations
     recomputed in the backward pass instead of kept."""
     size = sum(p.numel() for p in model.parameters())
@@ -220,12 +220,12 @@ def cpu_has_native_bf16() -> bool:
 
 
 def cpu_bf16(setting: str) -> bool:
-    """``target.cpu_bf16`` (on, off, auto) for this machine."""
+    """``runtime.cpu_bf16`` (on, off, auto) for this machine."""
     return setting == "on" or (setting == "auto" and cpu_has_native_bf16())
 
 
 def autocast(device: torch.device, cpu_bf16: bool = False):
-    """bf16 autocast on CUDA; on a CPU only with ``cpu_bf16`` (``target.cpu_bf16``: faster
+    """bf16 autocast on CUDA; on a CPU only with ``cpu_bf16`` (``runtime.cpu_bf16``: faster
     where the CPU computes bf16 natively, but the figures then move, see docs/history.md)."""
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from dfsu.components.text import Topic
 from dfsu.errors import DfsuError
+from dfsu.files import iter_jsonl
 from dfsu.lexicon import FUNCTION, TOPICS
-from dfsu.rundir import iter_jsonl
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 

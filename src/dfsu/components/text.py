@@ -9,8 +9,8 @@ from typing import Any
 
 from dfsu.components.inputs import read_text
 from dfsu.errors import DfsuError
+from dfsu.files import iter_jsonl
 from dfsu.lexicon import FUNCTION, SECOND_TOPICS, TOPICS
-from dfsu.rundir import iter_jsonl
 
 
 class _Zipf:

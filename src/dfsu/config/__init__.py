@@ -40,7 +40,13 @@ from dfsu.config.fields import (
     key_dict,
 )
 from dfsu.config.moved import MOVED, migrate, override_key
-from dfsu.config.sections import CorpusConfig, DataConfig, InverterConfig, TargetConfig
+from dfsu.config.sections import (
+    CorpusConfig,
+    DataConfig,
+    InverterConfig,
+    RuntimeConfig,
+    TargetConfig,
+)
 from dfsu.config.synthesis import ANNOTATORS, SOURCES, SynthesisConfig, TaggerConfig
 from dfsu.config.unlearn import (
     RECITE_BRANCHES,
@@ -76,6 +82,7 @@ __all__ = [
     "NpoConfig",
     "PublicConfig",
     "RunConfig",
+    "RuntimeConfig",
     "SynthesisConfig",
     "TaggerConfig",
     "TargetConfig",
@@ -136,6 +143,9 @@ class RunConfig:
     )
     checkpoints: CheckpointConfig = field(
         default_factory=CheckpointConfig, metadata={"help": "checkpoints inside long stages"}
+    )
+    runtime: RuntimeConfig = field(
+        default_factory=RuntimeConfig, metadata={"help": "device and precision"}
     )
 
     def __post_init__(self) -> None:

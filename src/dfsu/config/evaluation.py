@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dfsu.config.fields import MAX_NEW_TOKENS, _check, _check_ranges, _f
+from dfsu.config.fields import MAX_NEW_TOKENS, _check, _check_ranges, _f, capped_repr
 
 MAX_PREFIX_TOKENS = 4096  # evaluation.prefix tokens:N
 # `dfsu forget`'s weight attacks: relearning, the strongest measured on a tiny target (full
@@ -243,5 +243,26 @@ class PublicConfig:
         bounds=(1, 10**6),
     )
 
+    swap_pool_size: int = _f(
+        64, "public substitute values per label in the swap pool", bounds=(1, 100_000)
+    )
+    locales: list[str] = _f(
+        ["en_US", "en_GB", "de_DE", "fr_FR"],
+        "Faker locales of the swap pool's substitute values (and of the annotator's held-out "
+        "evaluation records)",
+    )
+    nli_task: str = _f(
+        "wording",
+        "the built-in public text's NLI examples: wording (each label its own hypothesis "
+        "wording) or relation (one hypothesis shape, the label from its relation to the "
+        "premise); the simulation's corpus.nli_task is what its target learnt",
+    )
+
     def __post_init__(self) -> None:
         _check_ranges(self, "public.")
+        _check(self.nli_task in ("wording", "relation"), "public.nli_task", "wording or relation")
+        _check(len(self.locales) > 0, "public.locales", "needs at least one locale")
+        from faker.config import AVAILABLE_LOCALES
+
+        unknown = [x for x in self.locales if x not in AVAILABLE_LOCALES]
+        _check(not unknown, "public.locales", f"unknown {capped_repr(unknown)}")

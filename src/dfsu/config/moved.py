@@ -24,6 +24,11 @@ MOVED: dict[str, str] = {
     "unlearning.distill_unlikelihood": "unlearning.distill.unlikelihood",
     "unlearning.loop_rounds": "unlearning.loop.rounds",
     "unlearning.loop_steps": "unlearning.loop.steps",
+    "target.device": "runtime.device",
+    "target.dtype": "runtime.dtype",
+    "target.gradient_checkpointing": "runtime.gradient_checkpointing",
+    "target.cpu_bf16": "runtime.cpu_bf16",
+    "data.swap_pool_size": "public.swap_pool_size",
 }
 _OLD = {new: old for old, new in MOVED.items()}
 

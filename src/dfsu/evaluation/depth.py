@@ -34,7 +34,8 @@ from dfsu.evaluation.attacks import (
     lens_summary,
     ranks_of,
 )
-from dfsu.evaluation.leak import Draw, clean_value
+from dfsu.evaluation.counting import clean_value
+from dfsu.evaluation.leak import Draw
 from dfsu.evaluation.probe import value_prompts
 from dfsu.evaluation.sampler import Prompt
 from dfsu.evaluation.utility import _piece_batch, suffix_nll

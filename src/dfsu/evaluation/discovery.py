@@ -25,8 +25,8 @@ from typing import Any
 from dfsu.components.inputs import text_lines
 from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import Prompt, evaluation_sampling, sample_continuations
+from dfsu.files import iter_jsonl
 from dfsu.pii.records import Span
-from dfsu.rundir import iter_jsonl
 
 SOURCES = ("shapes", "free")  # leak.sources; ``prompts`` joins them when leak.prompts is set
 MIN_PREFIX_CHARS = 4  # a found prefix shorter than this says nothing about where the value is

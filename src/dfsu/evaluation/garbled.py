@@ -5,7 +5,7 @@ value was (": the: the::::", a soup of word pieces). Neither the leak estimate n
 tell the two apart: both count values, and nonsense holds none. Perplexity on held-out prose
 does not see it either, since the damage sits in the contexts unlearning trained on.
 
-A sample is *garbled* when it is degenerate (``leak.is_degenerate``: empty, or one character
+A sample is *garbled* when it is degenerate (``counting.is_degenerate``: empty, or one character
 repeated) or when its mean negative log-likelihood per token under a reference model (the
 model as given, which wrote these contexts fluently) exceeds ln |V|: the reference finds it
 less likely than tokens drawn uniformly from the vocabulary. A model that wrote other,
@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from dfsu.evaluation.leak import is_degenerate
+from dfsu.evaluation.counting import is_degenerate
 
 
 def garbled_flags(texts: Sequence[str], nlls: Sequence[float], vocab_size: int) -> list[bool]:

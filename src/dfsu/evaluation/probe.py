@@ -17,7 +17,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dfsu.evaluation.leak import Draw, LeakMeter, clean_value
+from dfsu.evaluation.counting import clean_value
+from dfsu.evaluation.leak import Draw, LeakMeter
 from dfsu.evaluation.sampler import Prompt, evaluation_sampling
 from dfsu.pii.records import Span
 
@@ -112,7 +113,7 @@ def probe_of(
     seeds) and the model's files; ``draw``: that model's draw when the caller has just made it
     (nothing is sampled again)."""
     from dfsu.components.models import load_causal_lm
-    from dfsu.rundir import keyed_cache
+    from dfsu.files import keyed_cache
 
     def make() -> list[dict[str, Any]]:
         made = draw

@@ -24,12 +24,8 @@ from typing import Any
 
 from rapidfuzz.distance import Levenshtein
 
-from dfsu.evaluation.sampler import (
-    Prompt,
-    branch_recitations,
-    evaluation_sampling,
-    sample_continuations,
-)
+from dfsu.evaluation.sampler import Prompt, evaluation_sampling, sample_continuations
+from dfsu.evaluation.search import branch_recitations
 
 HALVES = ("select", "report")
 EXTRA_TOKENS = 12  # how far past a recited text the annotator reads
@@ -126,11 +122,11 @@ def recitations(
     and the model's files; ``cache`` None: harvested anew, never written (the texts may hold
     a value the annotator missed)."""
     from dfsu.components.models import held_dtype, load_causal_lm
+    from dfsu.files import keyed_cache
     from dfsu.pii.annotators import load_offline
-    from dfsu.rundir import keyed_cache
 
     def make() -> list[dict[str, str]]:
-        held = held_dtype(cfg.target.dtype, device, original)
+        held = held_dtype(cfg.runtime.dtype, device, original)
         model, tokenizer = load_causal_lm(original, dtype=held)
         annotate = load_offline(cfg.leak.annotator, cfg.tagger, root, None)
         return harvest(model.to(device).eval(), tokenizer, annotate, cfg, device)

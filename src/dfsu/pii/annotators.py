@@ -22,8 +22,9 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from dfsu.pii.detectors import OverlapIndex, candidates, detect, iban_ok, luhn_ok, resolve_overlaps
+from dfsu.pii.detectors import candidates, detect, iban_ok, luhn_ok, resolve_overlaps
 from dfsu.pii.normalize import normalize_for_detection, spans_to_original
+from dfsu.pii.overlaps import OverlapIndex
 from dfsu.pii.records import Span, canonical_label
 from dfsu.rundir import RunPaths
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.errors import DfsuError
+from dfsu.files import jsonl_lines
 from dfsu.pii.records import LABELS_200K, PiiRecord, Span, canonical_label, span_problem
-from dfsu.rundir import jsonl_lines
 
 
 @dataclass

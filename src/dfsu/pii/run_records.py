@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from dfsu.errors import DfsuError
+from dfsu.files import read_jsonl
 from dfsu.pii import PiiRecord
 from dfsu.pii.reader import parse_row
-from dfsu.rundir import RunPaths, read_jsonl
+from dfsu.rundir import RunPaths
 
 
 def read_records(run: Path) -> list[PiiRecord]:

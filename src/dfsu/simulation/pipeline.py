@@ -13,18 +13,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dfsu.boundary import Owner
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
-from dfsu.owner import Owner
-from dfsu.owner_stages import (
+from dfsu.files import atomic_write_json
+from dfsu.owner.stages import (
     check_force,
     early_tagger,
     pseudo_stages,
     tagger_stage,
     unlearn_stage,
 )
-from dfsu.owner_stages import stage_names as owner_stage_names
-from dfsu.rundir import RunPaths, atomic_write_json, create_run_dir, owner_only, save_config
+from dfsu.owner.stages import stage_names as owner_stage_names
+from dfsu.rundir import RunPaths, create_run_dir, owner_only, save_config
 from dfsu.simulation.results import (
     add_vs_retrain,
     best_data_free,
@@ -63,6 +64,28 @@ __all__ = [
 ]
 
 
+def _check_request(
+    cfg: RunConfig, run: Path, rows: list[str], force: list[str], drop_rows: bool
+) -> None:
+    """The rows, the forced stages and the settings a run is asked for, checked before anything
+    is written."""
+    unknown = [r for r in rows if r not in KNOWN_ROWS]
+    if unknown:
+        raise DfsuError(f"rows: unknown {unknown} (known: {', '.join(KNOWN_ROWS)})")
+    check_force(force, stage_names())
+    dropped = earlier_rows(run, rows)
+    if dropped and not drop_rows:
+        raise DfsuError(
+            f"rows: {RunPaths(run).results} holds {', '.join(dropped)}, which --rows "
+            "leaves out; list them too, or pass --drop-rows to write the listed rows only"
+        )
+    if cfg.public.files is None and cfg.public.nli_task != cfg.corpus.nli_task:
+        raise DfsuError(
+            f"public.nli_task: {cfg.public.nli_task}, but the target learns corpus.nli_task "
+            f"{cfg.corpus.nli_task}; the built-in public text must ask the same task: set both"
+        )
+
+
 def run_pipeline(
     cfg: RunConfig,
     run: str | Path,
@@ -74,23 +97,14 @@ def run_pipeline(
     """corpus -> target -> inverter -> tagger -> synthesize -> annotate -> unlearn -> evaluate
     -> report. Rows of an earlier results.json that ``rows`` leaves out are an error unless
     ``drop_rows``."""
-    from dfsu.owner import run_owner
+    from dfsu.boundary import run_owner
     from dfsu.simulation.stages.corpus import build_corpus
     from dfsu.simulation.stages.target import retrain_target, train_target
     from dfsu.stages.report import write_report
     from dfsu.stages.seal import seal_target
 
     rows = rows or default_rows(cfg)
-    unknown = [r for r in rows if r not in KNOWN_ROWS]
-    if unknown:
-        raise DfsuError(f"rows: unknown {unknown} (known: {', '.join(KNOWN_ROWS)})")
-    check_force(force or [], stage_names())
-    dropped = earlier_rows(Path(run), rows)
-    if dropped and not drop_rows:
-        raise DfsuError(
-            f"rows: {RunPaths(run).results} holds {', '.join(dropped)}, which --rows "
-            "leaves out; list them too, or pass --drop-rows to write the listed rows only"
-        )
+    _check_request(cfg, Path(run), rows, force or [], drop_rows)
     run = create_run_dir(run)
     paths = RunPaths(run)
     save_config(run, cfg)

@@ -202,8 +202,8 @@ def result_row(run: Path, name: str, result: dict[str, Any]) -> dict[str, Any]:
 def pseudo_stats(run: Path, sources: set[str]) -> dict[str, Any]:
     """Per source: texts and candidates, and (the evaluator's figure, read here, outside
     the stages) the share of the private values the pseudo texts hold."""
+    from dfsu.files import read_jsonl
     from dfsu.pii.run_records import read_records
-    from dfsu.rundir import read_jsonl
     from dfsu.stages.synthesis import private_entity_share
 
     values = {s.value for r in read_records(run) for s in r.spans}

@@ -22,7 +22,8 @@ from typing import Any
 
 from dfsu.config import RunConfig, load_config, load_yaml, resolve_config_path
 from dfsu.errors import DfsuError
-from dfsu.rundir import RunPaths, atomic_write_json, create_run_dir, safe_name
+from dfsu.files import atomic_write_json
+from dfsu.rundir import RunPaths, create_run_dir, safe_name
 from dfsu.ui import info
 
 DEFAULT_ROWS = ["original", "dfsu"]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.components.html import label_table, page, scatter
-from dfsu.rundir import atomic_write_text
+from dfsu.files import atomic_write_text
 
 COLUMNS = ("ERR", "E_Hit", "PPL", "NLI_acc", "retain_EM", "leak")
 

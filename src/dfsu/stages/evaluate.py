@@ -15,9 +15,10 @@ from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, e_hit_by_labe
 from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_prompts
 from dfsu.evaluation.utility import nli_accuracy, perplexity, suffix_nll
+from dfsu.files import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
 from dfsu.pii.redact import redact_text
 from dfsu.pii.run_records import read_records, read_retain_records
-from dfsu.rundir import RunPaths, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
+from dfsu.rundir import RunPaths
 
 
 def read_score_file(path: str | Path) -> list[Sample]:
@@ -117,7 +118,7 @@ def evaluate_model(
     if gen_path.is_dir():
         raise DfsuError(f"{gen_path}: is a directory (the generations are written there)")
     ec = cfg.evaluation
-    device = pick_device(cfg.target.device)
+    device = pick_device(cfg.runtime.device)
     model, tokenizer = _load_for_eval(model_path, adapter, device)
     records = read_records(run)
 

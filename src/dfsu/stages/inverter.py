@@ -18,23 +18,19 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer, T5ForConditionalGeneration
 
+from dfsu.boundary import Owner, as_owner
 from dfsu.components.checkpoint import Resumable
 from dfsu.components.models import cpu_bf16, load_causal_lm, pick_device
 from dfsu.components.profiling import track
 from dfsu.components.training import TrainLoop, warmup_cosine
 from dfsu.config import InverterConfig, RunConfig
+from dfsu.files import atomic_write_json, atomic_write_jsonl, staged_dir
 from dfsu.inversion.cache import LogitRows, encode_for_target, save_rows, topk_logprobs
 from dfsu.inversion.decode import decode_texts
 from dfsu.inversion.model import LogitInverter, build_t5
 from dfsu.inversion.quality import best_constant, entity_exact_share, quality
 from dfsu.inversion.vocab import build_vocab_map, train_inverter_tokenizer, vocab_coverage
-from dfsu.owner import Owner, as_owner
 from dfsu.pii.generator import fill_from_pool
-from dfsu.rundir import (
-    atomic_write_json,
-    atomic_write_jsonl,
-    staged_dir,
-)
 from dfsu.ui import info, progress_bar
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -223,7 +219,7 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
     owner = as_owner(where)
     ic = cfg.inverter
     torch.manual_seed(cfg.seed)
-    device = pick_device(cfg.target.device)
+    device = pick_device(cfg.runtime.device)
     target, target_tok = load_causal_lm(owner.model)
     target.to(device)
 
@@ -252,10 +248,10 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
     loop = TrainLoop(
         model,
         optimizer,
-        cfg.target.device,
+        cfg.runtime.device,
         clip=1.0,
         unused_parameters=True,
-        cpu_bf16=cpu_bf16(cfg.target.cpu_bf16),
+        cpu_bf16=cpu_bf16(cfg.runtime.cpu_bf16),
     )
     log = _fit(loop, rows["train"], labels_all, ic, cfg.seed)
     model = loop.unwrapped()

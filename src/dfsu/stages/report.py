@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.components.html import highlight, label_table, page, scatter
+from dfsu.files import atomic_write_text, read_jsonl
 from dfsu.pii.detectors import detect
 from dfsu.pii.redact import redact_text
-from dfsu.rundir import RunPaths, atomic_write_text, read_jsonl
+from dfsu.rundir import RunPaths
 from dfsu.stage_table import TRAINED
 
 METRICS = (

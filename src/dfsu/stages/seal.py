@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dfsu.owner import copy_model, write_sealed_public
-from dfsu.rundir import RunPaths, staged_dir
+from dfsu.boundary import copy_model, write_sealed_public
+from dfsu.files import staged_dir
+from dfsu.rundir import RunPaths
 
 
 def seal_target(cfg: Any, run: str | Path) -> Path:

@@ -25,16 +25,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from dfsu.boundary import Owner, as_owner
 from dfsu.config import ANNOTATORS, SOURCES, RunConfig
 from dfsu.errors import DfsuError
+from dfsu.files import atomic_write_json, atomic_write_jsonl, read_jsonl
 from dfsu.masks import encode_with_mask
-from dfsu.owner import Owner, as_owner
 from dfsu.pii import PiiRecord
 from dfsu.pii.annotators import OfflineAnnotator, drop_kept, read_keep_file
 from dfsu.pii.generator import fill_from_pool, load_templates, usable_templates
 from dfsu.pii.reader import parse_row
 from dfsu.pii.scoring import score_spans
-from dfsu.rundir import RunPaths, atomic_write_json, atomic_write_jsonl, read_jsonl
+from dfsu.rundir import RunPaths
 
 
 def make_candidates(owner: Owner, cfg: RunConfig) -> list[PiiRecord]:
@@ -75,7 +76,7 @@ def synthesize(
     else:
         from dfsu.components.models import load_causal_lm, pick_device
 
-        device = pick_device(cfg.target.device)
+        device = pick_device(cfg.runtime.device)
         target, tok = load_causal_lm(owner.model)
         target.to(device)
         per: list[list[str]] = [[] for _ in candidates]
@@ -277,7 +278,7 @@ def annotator_report(cfg: RunConfig, pseudo: Path, annotator: OfflineAnnotator) 
     n = cfg.synthesis.annotator_eval_records
     sets = {
         "heldout_shapes": make_records(
-            n, cfg.seed + 4242, HELDOUT_SHAPES, cfg.data.locales, 0.0, 0.0, id_prefix="annot"
+            n, cfg.seed + 4242, HELDOUT_SHAPES, cfg.public.locales, 0.0, 0.0, id_prefix="annot"
         ),
         "invented_names": invented_eval_records(n, cfg.seed + 4243, cfg.tagger.locales),
     }

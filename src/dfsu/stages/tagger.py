@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dfsu.boundary import boundary, refused
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
-from dfsu.owner import boundary, refused
 from dfsu.rundir import RunPaths
 from dfsu.ui import info
 

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from peft import get_peft_model
 
+from dfsu.boundary import Owner, as_owner
 from dfsu.components.batches import encode_masked
 from dfsu.components.models import load_causal_lm
 from dfsu.components.training import TrainLoop
@@ -45,10 +46,10 @@ from dfsu.config import RECITE_BRANCHES, RunConfig, UnlearnConfig
 from dfsu.errors import DfsuError
 from dfsu.evaluation.leak import leak_meter
 from dfsu.evaluation.utility import default_window
-from dfsu.owner import Owner, as_owner
+from dfsu.files import atomic_write_json, atomic_write_jsonl, read_jsonl, staged_dir
 from dfsu.pii.annotators import pii_free
 from dfsu.pii.run_records import read_records
-from dfsu.rundir import atomic_write_json, atomic_write_jsonl, read_jsonl, safe_name, staged_dir
+from dfsu.rundir import safe_name
 from dfsu.unlearning.checks import Checker
 from dfsu.unlearning.data import Setup, UnlearnData
 from dfsu.unlearning.loop import loop_rounds
@@ -100,7 +101,8 @@ def recited_public_texts(cfg: RunConfig, root: Path, model: Any, tokenizer: Any,
     token: ``unlearning.retain_self_search``) in which the run's annotator finds no PII: public
     text the model recites, memorized records among it (``unlearning.retain_self``). Needs
     neither the training data nor the records: the model and the annotator only."""
-    from dfsu.evaluation.sampler import branch_recitations, unprompted_samples
+    from dfsu.evaluation.sampler import unprompted_samples
+    from dfsu.evaluation.search import branch_recitations
 
     sc, uc = cfg.synthesis, cfg.unlearning
     tokens = uc.retain_self_tokens or sc.free_tokens
@@ -318,7 +320,7 @@ def unlearn(
     inputs = _data(cfg, owner, tokenizer, spec, data, pseudo, truth)
     lr = learning_rate(spec, uc, loop=data == "loop")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-    setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.target.device), tokenizer)
+    setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.runtime.device), tokenizer)
     loop = setup.loop
     _project(loop, uc)
     inputs, recited = _add_recitations(setup, run, inputs)

@@ -123,7 +123,7 @@ def alternative_masks(
     occurrence of a confirmed value is ascended; the annotator's other spans there (``found``,
     PII the round did not confirm: maybe another record's value) are unsure, read by no loss,
     neither ascended nor descended; a value to ``keep`` is neither."""
-    from dfsu.evaluation.leak import masked_spans
+    from dfsu.evaluation.counting import masked_spans
 
     spans = masked_spans(text, start, [], values, keep)
     seen = masked_spans(text, start, found, [], keep)

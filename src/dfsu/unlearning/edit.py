@@ -34,7 +34,7 @@ from dfsu.components.anatomy import down_projections, is_conv1d
 from dfsu.components.batches import collate
 from dfsu.components.models import load_causal_lm, pick_device
 from dfsu.errors import DfsuError
-from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
+from dfsu.files import atomic_write_json, atomic_write_jsonl, staged_dir
 from dfsu.unlearning.result import UnlearnSummary
 
 EPS = 1e-4  # ridge on K K^T, relative to its mean diagonal
@@ -216,7 +216,7 @@ def edit_inputs(cfg: Any, owner: Any, data: str, truth: list | None, kind: str) 
     device, in eval mode), its tokenizer, the device, the (text before, value) pairs to edit
     away (``forget_pairs``) and their rows (``forget_rows``); a one-line error naming ``kind``
     when there is none."""
-    device = pick_device(cfg.target.device)
+    device = pick_device(cfg.runtime.device)
     model, tokenizer = load_causal_lm(owner.model)
     model.to(device).eval()
     pairs = forget_pairs(cfg, owner, model, tokenizer, data, truth, device)

@@ -18,7 +18,7 @@ from peft import set_peft_model_state_dict
 
 from dfsu.components.batches import encode_masked
 from dfsu.config import RunConfig, UnlearnConfig
-from dfsu.rundir import atomic_write_json
+from dfsu.files import atomic_write_json
 from dfsu.unlearning.alternatives import alternative_texts
 from dfsu.unlearning.checks import Baseline, Checker, garbled_share_of
 from dfsu.unlearning.data import Setup, UnlearnData
@@ -41,12 +41,12 @@ def loop_rounds(
     within the bound, or ``unlearning.loop.rounds`` are spent. With
     ``unlearning.loop.alternatives`` each round also descends on what the model as given
     writes where the values were (``alternatives``). A round whose samples are
-    mostly degenerate (``leak.DEGENERATE_LIMIT``: collapse, not forgetting), or with
+    mostly degenerate (``counting.DEGENERATE_LIMIT``: collapse, not forgetting), or with
     ``unlearning.loop.max_garbled`` more garbled than that (``_unsound``), is never kept; the
     loop goes back to the best round and on at half the learning rate, ``LOOP_RETRIES`` times.
     The round with the lowest estimate is kept. Finished rounds are saved in ``work``, so a
     killed run resumes there."""
-    from dfsu.evaluation.leak import extraction_texts
+    from dfsu.evaluation.counting import extraction_texts
     from dfsu.ui import info
 
     cfg, uc, loop, tokenizer = setup.cfg, setup.uc, setup.loop, setup.tokenizer
@@ -120,9 +120,9 @@ def _untouched(first: dict, base: Baseline, uc: UnlearnConfig) -> UnlearnResult:
 
 def _unsound(record: Round, first: Round, uc: UnlearnConfig) -> str | None:
     """Why a round may not be kept, in words, or None: mostly degenerate samples
-    (``leak.DEGENERATE_LIMIT``), or with ``unlearning.loop.max_garbled`` more of them garbled
+    (``counting.DEGENERATE_LIMIT``), or with ``unlearning.loop.max_garbled`` more of them garbled
     than that limit or round 0's share, whichever is higher."""
-    from dfsu.evaluation.leak import DEGENERATE_LIMIT
+    from dfsu.evaluation.counting import DEGENERATE_LIMIT
 
     if record.degenerate > DEGENERATE_LIMIT:
         return f"{record.degenerate:.0f} % of the samples degenerate"

@@ -56,7 +56,7 @@ from dfsu.components import profiling
 from dfsu.components.batches import collate, pack_documents
 from dfsu.components.models import held_dtype, load_causal_lm, pick_device, trains_lean
 from dfsu.errors import DfsuError
-from dfsu.rundir import atomic_write_json, atomic_write_jsonl, staged_dir
+from dfsu.files import atomic_write_json, atomic_write_jsonl, staged_dir
 from dfsu.unlearning.methods import METHODS, built_on
 from dfsu.unlearning.result import UnlearnSummary
 from dfsu.unlearning.teacher import stacked, teacher_logits, teacher_targets
@@ -132,7 +132,8 @@ def distillation_texts(
     (the confirmed or true ones, and for ``loop`` the PII the annotator found in the texts
     drawn) leave the copy's tokenizer (``unlearning.undo.scrub_chars``)."""
     from dfsu.config import RECITE_BRANCHES
-    from dfsu.evaluation.sampler import branch_recitations, unprompted_samples
+    from dfsu.evaluation.sampler import unprompted_samples
+    from dfsu.evaluation.search import branch_recitations
     from dfsu.ui import info
 
     uu = cfg.unlearning.undo
@@ -215,8 +216,8 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     from dfsu.evaluation.utility import default_window, perplexity
     from dfsu.ui import info
 
-    uu, device = cfg.unlearning.undo, pick_device(cfg.target.device)
-    held, started = held_dtype(cfg.target.dtype, device, owner.model), time.time()
+    uu, device = cfg.unlearning.undo, pick_device(cfg.runtime.device)
+    held, started = held_dtype(cfg.runtime.dtype, device, owner.model), time.time()
     unlearning = built_on(METHODS["undo"], cfg.unlearning, data)  # None: the owner's model
     taught_by = owner.paths.merged(unlearning) if unlearning else None
     if taught_by and not any(taught_by.glob("*.safetensors")):
@@ -302,7 +303,7 @@ def _student(cfg: Any, model: Path, config: Any, device: Any) -> Any:
     student, _ = load_causal_lm(model)
     shrink_into(student, fresh, cfg.unlearning.undo.alpha)
     del fresh
-    trains_lean(student, cfg.target.gradient_checkpointing)
+    trains_lean(student, cfg.runtime.gradient_checkpointing)
     return student.to(device).train().requires_grad_(True)
 
 

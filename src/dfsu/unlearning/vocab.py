@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dfsu.rundir import atomic_write_text
+from dfsu.files import atomic_write_text
 
 PLACEHOLDER = "<scrubbed-{id}>"  # a scrubbed token's string: no merge makes it
 SPACE_MARKS = "Ġ▁ "  # the byte-level and sentencepiece word-start marks, not counted as chars

@@ -35,9 +35,9 @@ from typing import Any
 
 from dfsu.config import TaggerConfig
 from dfsu.errors import DfsuError
+from dfsu.files import atomic_write_json, staged_dir
 from dfsu.pii.records import PiiRecord, Span, canonical_label
 from dfsu.pii.tagger.features import OTHER, sentence_features, words
-from dfsu.rundir import atomic_write_json, staged_dir
 from dfsu.ui import info
 
 FORMAT = 1
@@ -121,7 +121,8 @@ class Tagger:
     def _long_tagger(self) -> Any:
         """The LongTextTagger, read on first use (False: crfsuite tags long texts too)."""
         if self.long is None:
-            from dfsu.pii.tagger.long import LongTextTagger, read_weights
+            from dfsu.pii.tagger.long import LongTextTagger
+            from dfsu.pii.tagger.weights import read_weights
 
             weights = read_weights(self.crf, self.path / "model.crfsuite")
             self.long = LongTextTagger(weights) if weights else False

@@ -21,16 +21,10 @@ from dfsu.components.text import (
 )
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
+from dfsu.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, staged_dir
 from dfsu.pii import PiiRecord, generate_records, load_records
 from dfsu.pii.generator import GREETINGS, OPENERS, TEMPLATES, generation_templates
-from dfsu.rundir import (
-    RunPaths,
-    atomic_write_json,
-    atomic_write_jsonl,
-    atomic_write_text,
-    create_run_dir,
-    staged_dir,
-)
+from dfsu.rundir import RunPaths, create_run_dir
 
 # --------------------------------------------------------------------------- injection
 

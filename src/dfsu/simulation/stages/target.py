@@ -29,16 +29,10 @@ from dfsu.evaluation.metrics import spearman
 from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.evaluation.utility import perplexity, perplexity_of, perplexity_pieces
+from dfsu.files import atomic_write_json, atomic_write_jsonl, read_jsonl, staged_dir
 from dfsu.pii import PiiRecord
 from dfsu.pii.run_records import read_records, read_retain_records
-from dfsu.rundir import (
-    RunPaths,
-    atomic_write_json,
-    atomic_write_jsonl,
-    create_run_dir,
-    read_jsonl,
-    staged_dir,
-)
+from dfsu.rundir import RunPaths, create_run_dir
 from dfsu.ui import info, progress_bar
 
 EOS = "<|endoftext|>"
@@ -300,7 +294,7 @@ def _train_lm(
     tc = cfg.target
     eval_texts = [row["text"] for row in read_jsonl(RunPaths(run).eval_general)]
     torch.manual_seed(cfg.seed)
-    device = pick_device(tc.device)
+    device = pick_device(cfg.runtime.device)
 
     # Setup: a tokenizer trained on the corpus and a fresh model, or a local checkpoint.
     if tc.init_from:
@@ -319,7 +313,8 @@ def _train_lm(
     # Train: AdamW, cosine schedule with warm-up, gradients clipped at 1.
     model.to(device)
     optimizer = _optimizer(model, tc, device.type == "cuda")
-    loop = TrainLoop(model, optimizer, tc.device, clip=1.0, cpu_bf16=cpu_bf16(tc.cpu_bf16))
+    rc = cfg.runtime
+    loop = TrainLoop(model, optimizer, rc.device, clip=1.0, cpu_bf16=cpu_bf16(rc.cpu_bf16))
     label = f"train {out_dir.name}"
     log = _fit(loop, tokenizer, train_ids, eval_texts, tc, cfg.seed, total_steps, label)
     model = loop.unwrapped()

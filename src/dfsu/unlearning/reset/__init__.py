@@ -154,7 +154,7 @@ def reset_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     from dfsu.unlearning.edit import saved_edit
     from dfsu.unlearning.teacher import teacher_targets
 
-    rc, device, started = cfg.unlearning.reset, pick_device(cfg.target.device), time.time()
+    rc, device, started = cfg.unlearning.reset, pick_device(cfg.runtime.device), time.time()
     model, tokenizer = load_causal_lm(owner.model)
     model.to(device).eval()
     material = reset_material(cfg, owner, model, tokenizer, data, truth, device)

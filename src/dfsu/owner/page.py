@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dfsu.forget_report import (
+from dfsu.owner.report import (
     COLLAPSE_SHOWN,
     HELD_AUC,
     HELD_LENS,
@@ -224,7 +224,7 @@ def write_forget_report(path: Path, summary: dict[str, Any]) -> None:
     import html
 
     from dfsu.components.html import page, table
-    from dfsu.rundir import atomic_write_text
+    from dfsu.files import atomic_write_text
 
     esc = html.escape
     leak, bound = summary["leak"], summary["bound"]

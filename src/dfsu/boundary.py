@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.errors import DfsuError
-from dfsu.rundir import RunPaths, atomic_write_json, atomic_write_jsonl, read_jsonl
+from dfsu.files import atomic_write_json, atomic_write_jsonl, read_jsonl
+from dfsu.rundir import RunPaths
 
 # The files of a Hugging Face model directory that make the model and its tokenizer: the
 # sealed copy holds these and nothing else (no training logs, no probes of the records).
@@ -136,7 +137,7 @@ def public_documents(cfg: Any) -> tuple[dict[str, list[str]], dict[str, Any]]:
         from dfsu.components.text import generate_documents
 
         docs = generate_documents(held + pc.documents, cfg.seed, PUBLIC_STREAM)
-        nli = generate_nli(pc.nli, cfg.seed, cfg.corpus.nli_task, PUBLIC_STREAM)
+        nli = generate_nli(pc.nli, cfg.seed, cfg.public.nli_task, PUBLIC_STREAM)
         texts = docs[held:] + [nli_text(r) for r in nli]
         about = {"source": "generated", "stream": PUBLIC_STREAM, "seed": cfg.seed}
     split = {
@@ -156,7 +157,7 @@ def write_sealed_public(cfg: Any, sealed: Path) -> dict[str, Any]:
     # Labels from the built-in record shapes, values from a generator: no record is read, so
     # a private value may land in the pool by chance (the evaluation counts how many).
     pool = build_swap_pool(
-        [], cfg.data.swap_pool_size, cfg.seed, cfg.data.locales, template_labels()
+        [], cfg.public.swap_pool_size, cfg.seed, cfg.public.locales, template_labels()
     )
     for name, texts in split.items():
         atomic_write_jsonl(sealed / f"{name}.jsonl", ({"text": t} for t in texts))

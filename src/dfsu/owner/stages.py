@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dfsu.boundary import Owner
 from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
-from dfsu.owner import Owner
-from dfsu.rundir import file_hash
+from dfsu.files import file_hash
 from dfsu.stage_runner import Stages, recorded_keys, stage_key
 from dfsu.stage_table import (
     ANNOTATE,

@@ -29,22 +29,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dfsu.boundary import MODEL_FILES, Owner
 from dfsu.components.layout import Layout, layout_of, write_like
 from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
-from dfsu.forget_page import write_forget_report
-from dfsu.forget_report import forget_summary
-from dfsu.owner import MODEL_FILES, Owner
-from dfsu.owner_checks import check_checkpoint, check_model_dir, check_owner_files
-from dfsu.owner_stages import stage_names
-from dfsu.rundir import (
-    RunPaths,
-    atomic_write_json,
-    create_run_dir,
-    owner_only,
-    save_config,
-    staged_dir,
-)
+from dfsu.files import atomic_write_json, staged_dir
+from dfsu.owner.checks import check_checkpoint, check_model_dir, check_owner_files
+from dfsu.owner.page import write_forget_report
+from dfsu.owner.report import forget_summary
+from dfsu.owner.stages import stage_names
+from dfsu.rundir import RunPaths, create_run_dir, owner_only, save_config
 from dfsu.runlock import hold
 from dfsu.stage_table import Recipe
 from dfsu.stages.seal import seal_public
@@ -120,7 +114,7 @@ def forget(
     A model past the perplexity bound is not handed back (``withheld``) unless
     ``accept_past_bound``."""
     from dfsu.config.attacks import parse_attack
-    from dfsu.owner_stages import check_force, pseudo_stages, tagger_stage, unlearn_stage
+    from dfsu.owner.stages import check_force, pseudo_stages, tagger_stage, unlearn_stage
     from dfsu.stage_runner import Stages
     from dfsu.stage_table import EVALUATE, EVALUATE_ATTACKS, SEAL_PUBLIC
 
@@ -235,8 +229,8 @@ def measure(
     from dfsu.evaluation.probe import replayed
     from dfsu.evaluation.utility import perplexity
 
-    device = pick_device(cfg.target.device)
-    held = held_dtype(cfg.target.dtype, device, owner.model)
+    device = pick_device(cfg.runtime.device)
+    held = held_dtype(cfg.runtime.dtype, device, owner.model)
     model, tokenizer = load_causal_lm(model_dir, dtype=held)
     model.to(device).eval()
     texts = owner.report_texts()
@@ -323,7 +317,7 @@ def _own_samples(
     if not n:
         return None
     if "own" not in probes:
-        held = held_dtype(cfg.target.dtype, device, owner.model)
+        held = held_dtype(cfg.runtime.dtype, device, owner.model)
         given, given_tokenizer = (
             (model, tokenizer) if as_given else load_causal_lm(owner.model, dtype=held)
         )
@@ -397,8 +391,8 @@ def measure_attacks(
     from dfsu.evaluation.attacks import leak_under_attacks
     from dfsu.evaluation.leak import leak_meter
 
-    device = pick_device(cfg.target.device)
-    held = held_dtype(cfg.target.dtype, device, owner.model)
+    device = pick_device(cfg.runtime.device)
+    held = held_dtype(cfg.runtime.dtype, device, owner.model)
     model, tokenizer = load_causal_lm(model_dir, dtype=held)
     model.to(device).eval()
     meter = leak_meter(cfg, owner, tokenizer, "report")
@@ -422,7 +416,7 @@ def _probe(meter: Any, owner: Owner, device: Any, probes: dict, draw: Any = None
 
     if "probe" not in probes:
         if draw is None:
-            held = held_dtype(meter.cfg.target.dtype, device, owner.model)
+            held = held_dtype(meter.cfg.runtime.dtype, device, owner.model)
             model, tokenizer = load_causal_lm(owner.model, dtype=held)
             draw = meter(model.to(device).eval(), tokenizer, device)
         probes["probe"] = value_prompts(draw, meter.cfg.leak.min_count)

@@ -58,8 +58,8 @@ def check_owner_files(cfg: Any) -> tuple[list[str], list[str]]:
     values to keep. Returns what the leak estimate prompts with: the owner's prompts ([]
     without ``leak.prompts``) and the record shapes (``leak.templates`` or the built-in
     ones)."""
+    from dfsu.boundary import public_documents
     from dfsu.evaluation.discovery import read_prompts
-    from dfsu.owner import public_documents
     from dfsu.pii.annotators import read_keep_file
     from dfsu.pii.generator import load_templates
 
@@ -87,7 +87,7 @@ def check_checkpoint(cfg: Any, path: Path, prompts: list[str], shapes: list[str]
 
     # read on the CPU in the dtype the stages will read it in (--dtype): no float32 copy of a
     # bf16 checkpoint of billions of weights just to check it
-    held = held_dtype(cfg.target.dtype, torch.device("cpu"), path)
+    held = held_dtype(cfg.runtime.dtype, torch.device("cpu"), path)
     model, tokenizer = load_causal_lm(path, dtype=held)
     check_finite(model, f"--model {path}")
     rows = model.get_input_embeddings().weight.shape[0]
