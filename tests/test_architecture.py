@@ -145,22 +145,22 @@ def test_no_stage_imports_another_stage_and_no_component_imports_a_stage():
     assert not offenders, offenders
 
 
-def test_no_function_is_longer_than_80_lines():
+def test_no_function_is_longer_than_60_lines():
     long = []
     for name, path in _modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
-                if lines > 80:
+                if lines > 60:
                     long.append(f"{name}.{node.name}: {lines} lines")
     assert not long, long
 
 
-def test_no_module_is_longer_than_500_lines():
+def test_no_module_is_longer_than_400_lines():
     long = []
     for name, path in _modules().items():
         lines = len(path.read_text().splitlines())
-        if lines > 500:
+        if lines > 400:
             long.append(f"{name}: {lines} lines")
     assert not long, long
 

@@ -329,7 +329,7 @@ def test_the_owners_verdict_gives_the_share_of_what_unlearning_removed_that_came
 
 
 def test_the_report_says_when_an_unlearned_rows_middle_layer_still_ranks_the_values():
-    from dfsu.stages.report import _attack_section
+    from dfsu.evaluation.attack_report import attack_section as _attack_section
 
     def row(method, middle, output):
         lens = {"top": 10, "middle": middle, "output": output, "layers": [middle, output]}

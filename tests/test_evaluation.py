@@ -11,7 +11,7 @@ from dfsu.components.models import load_causal_lm
 from dfsu.evaluation.sampler import make_prompts, sample_continuations, split_record
 from dfsu.evaluation.search import _top_per_group, branch_recitations
 from dfsu.evaluation.utility import nli_accuracy, perplexity, strided_windows
-from dfsu.pii import PiiRecord, Span
+from dfsu.pii.records import PiiRecord, Span
 from dfsu.pii.run_records import read_records
 from dfsu.stages.evaluate import read_score_file, score_samples
 

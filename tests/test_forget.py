@@ -445,8 +445,8 @@ def test_the_depth_words_and_rows_say_when_the_tokenizer_alone_spells_the_values
     # catches: the tokenizer's reading dropped from the words or the table, read from the
     # model as given instead of the one handed back, or counted into "still inside the model"
     # (no weight update reaches the vocabulary)
-    from dfsu.owner.page import _depth_rows
-    from dfsu.owner.report import depth_view
+    from dfsu.owner.depth import depth_view
+    from dfsu.owner.depth import depth_rows as _depth_rows
 
     def measured(middle, auc, spelled):
         lens = {"top": 10, "tokens": 40, "middle": middle, "layers": [middle, 1.0]}
@@ -478,7 +478,7 @@ def test_the_depth_words_say_hidden_when_the_lens_or_membership_still_find_the_v
     # catches: a verdict that reads the output only (a constant "removed"), or one that
     # ignores either measure
     from dfsu.evaluation.verdicts import attack_verdicts
-    from dfsu.owner.report import depth_view
+    from dfsu.owner.depth import depth_view
 
     def measured(middle, auc):
         lens = {"top": 10, "tokens": 40, "middle": middle, "layers": [middle, 1.0]}

@@ -65,7 +65,7 @@ def test_generated_records_do_not_depend_on_the_clock(monkeypatch):
 
     import faker.providers.date_time as faker_dates
 
-    from dfsu.pii import generate_records
+    from dfsu.pii.generator import generate_records
 
     locales = ["en_US", "en_GB", "de_DE", "fr_FR"]
     today = [r.to_dict() for r in generate_records(200, seed=0, locales=locales)]

@@ -4,7 +4,7 @@ import pytest
 
 from dfsu.cli import main
 from dfsu.errors import DfsuError
-from dfsu.pii import load_records, read_pii_file
+from dfsu.pii.reader import load_records, read_pii_file
 
 TEXT = "Mail anna@example.org from 10.0.0.7 now."
 GOOD = {

@@ -15,9 +15,10 @@ from dfsu.components.models import load_causal_lm
 from dfsu.config import load_config
 from dfsu.errors import DfsuError
 from dfsu.stages.unlearn import unlearn
+from dfsu.unlearning.copy_data import kept_texts
 from dfsu.unlearning.losses import binned, teacher_kl
 from dfsu.unlearning.teacher import without
-from dfsu.unlearning.undo import kept_texts, shrink_into
+from dfsu.unlearning.undo import shrink_into
 
 
 def test_teacher_kl_is_zero_on_the_teachers_distribution_and_reads_only_valid_positions():
@@ -427,7 +428,7 @@ def test_the_teachers_temperature_is_checked():
 def test_with_no_recitations_or_samples_the_copy_draws_nothing_to_keep_out(monkeypatch):
     from types import SimpleNamespace
 
-    import dfsu.unlearning.undo as undo
+    import dfsu.unlearning.copy_data as undo
 
     def never(*args, **kwargs):
         raise AssertionError("a leak estimate drawn for no recitation")
@@ -469,7 +470,7 @@ def test_an_own_samples_target_is_part_the_sampled_token_part_the_teacher():
 
 
 def test_a_run_is_taught_when_the_owner_recites_it_long_enough_and_the_teacher_still_does():
-    from dfsu.unlearning.undo import memorized_runs
+    from dfsu.unlearning.copy_data import memorized_runs
 
     owner = [0.2, 0.9, 0.95, 0.9, 0.1, 0.9, 0.9]
     teacher = [0.5, 0.8, 0.7, 0.6, 0.5, 0.1, 0.1]
@@ -502,7 +503,7 @@ def test_marked_ce_reads_the_marked_positions_alone():
 
 
 def test_token_probabilities_are_each_next_tokens_probability_under_the_model():
-    from dfsu.unlearning.undo import token_probabilities
+    from dfsu.unlearning.copy_data import token_probabilities
 
     torch.manual_seed(0)
     model = _Logits()

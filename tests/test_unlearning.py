@@ -289,7 +289,7 @@ def test_trainer_keeps_base_parameters_frozen(trained_micro_run, tmp_path, monke
         }
         return peft_model
 
-    monkeypatch.setattr("dfsu.stages.unlearn.get_peft_model", spy)
+    monkeypatch.setattr("dfsu.unlearning.adapters.get_peft_model", spy)
     cfg, source = trained_micro_run
     run = _copy(source, tmp_path)
     before = file_hash(run / "target" / "model.safetensors")

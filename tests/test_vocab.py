@@ -103,7 +103,7 @@ def test_a_tokenizer_that_is_not_bpe_is_left_as_it_is(tmp_path):
 
 def test_the_ids_the_copy_is_taught_to_avoid_are_the_tokens_scrubbed(saved):
     # breaks: ids read from another tokenizer's merges, or the scrub's own texts not spared
-    from dfsu.unlearning.undo import scrubbed_ids
+    from dfsu.unlearning.copy_data import scrubbed_ids
 
     directory, before = saved
     merges = json.loads((directory / "tokenizer.json").read_text())["model"]["merges"]

@@ -146,29 +146,14 @@ def audit_leak(
     the last model (the unlearned one, when given) read again after each, relearning on the
     run's public text (``--run``), else on ``public.files`` or the built-in public text."""
     from dfsu.components.models import pick_device
-    from dfsu.config import load_config
     from dfsu.evaluation.depth import owner_depth, value_contexts
     from dfsu.evaluation.leak import build_meter
     from dfsu.evaluation.probe import value_prompts
-    from dfsu.owner.report import depth_view
-    from dfsu.pii.annotators import load_offline
+    from dfsu.owner.depth import depth_view
 
     dev = pick_device(device)
-    if run is not None:
-        run = Path(run)
-        cfg = load_config(str(leak_run_config(run)), overrides)
-        from dfsu.boundary import run_owner
-
-        pool = run_owner(run).swap_pool()
-        annotate = load_offline(cfg.leak.annotator, cfg.tagger, run, None)
-    else:
-        from dfsu.pii.annotators import cached_default_tagger
-        from dfsu.pii.generator import build_swap_pool, template_labels
-
-        cfg = load_config(None, overrides)
-        pool = build_swap_pool([], 64, cfg.seed, cfg.public.locales, template_labels())
-        tagger = dataclasses.replace(cfg.tagger, path=str(cached_default_tagger()))
-        annotate = load_offline(cfg.leak.annotator, tagger, Path("."), None)
+    run = None if run is None else Path(run)
+    cfg, pool, annotate = _audit_setting(run, overrides)
     estimates, names, depth, probe, contexts = {}, {}, {}, None, []
     for name, label, model, tokenizer in audited_models(
         model_path, adapter, unlearned, trust_remote_code, dev
@@ -199,6 +184,28 @@ def audit_leak(
         inside = bool(result.get("depth_view") and result["depth_view"]["held_inside"])
         result["attacks"] = attack_verdicts(first, last, result["attacks"], inside)
     return result
+
+
+def _audit_setting(run: Path | None, overrides: list[str] | None) -> tuple[Any, Any, Any]:
+    """The config, the swap pool and the annotator of an audit: the run's (its owner's swap
+    pool, tagger and config), or without a run generated public values and the default
+    tagger, trained once."""
+    from dfsu.config import load_config
+    from dfsu.pii.annotators import load_offline
+
+    if run is not None:
+        from dfsu.boundary import run_owner
+
+        cfg = load_config(str(leak_run_config(run)), overrides)
+        pool = run_owner(run).swap_pool()
+        return cfg, pool, load_offline(cfg.leak.annotator, cfg.tagger, run, None)
+    from dfsu.pii.annotators import cached_default_tagger
+    from dfsu.pii.generator import build_swap_pool, template_labels
+
+    cfg = load_config(None, overrides)
+    pool = build_swap_pool([], 64, cfg.seed, cfg.public.locales, template_labels())
+    tagger = dataclasses.replace(cfg.tagger, path=str(cached_default_tagger()))
+    return cfg, pool, load_offline(cfg.leak.annotator, tagger, Path("."), None)
 
 
 def _attacked(

@@ -133,6 +133,11 @@ def _evaluate(u: Upstream) -> list[Any]:  # the leak estimate reads the owner's 
     return [model, EVAL_FORMAT, u.keys.get("tagger", ""), u.keys.get("seal")]
 
 
+def _measure(u: Upstream) -> list[Any]:  # the owner's model as given, or an unlearning
+    model = u.keys.get("target") if u.arg == "original" else u.keys.get(f"unlearn:{u.arg}")
+    return [model, EVAL_FORMAT, u.keys.get("tagger", ""), u.keys.get("seal")]
+
+
 def _evaluate_attacks(u: Upstream) -> list[Any]:
     from dfsu.config.attacks import parse_attack
 
@@ -270,11 +275,22 @@ EVALUATE = StageDef(
     outputs=lambda p, a: [p.eval(a)],
     data_free=False,
 )
+# `dfsu forget`'s measures of one model (the argument: original or the unlearning's name).
+_OWNER_MEASURES = ("seed", "runtime", "evaluation", "leak", "tagger", "recitation")
+MEASURE = StageDef(
+    kind="evaluate",
+    named="evaluate:{arg}",
+    reads=_OWNER_MEASURES,
+    builds_on=("target", "unlearn", "tagger", "seal"),
+    upstream=_measure,
+    outputs=lambda p, a: [p.eval(a)],
+    data_free=False,
+)
 # `dfsu forget`: the unlearned model's leak estimate under the attacks an owner can run.
 EVALUATE_ATTACKS = StageDef(
     kind="evaluate",
     named="evaluate:{arg}:attacks",
-    reads=("seed", "runtime", "evaluation", "leak", "tagger", "recitation"),
+    reads=_OWNER_MEASURES,
     builds_on=("target", "retrain", "unlearn", "tagger", "seal"),
     upstream=_evaluate_attacks,
     outputs=lambda p, a: [p.eval_attacks(a)],
@@ -283,7 +299,16 @@ EVALUATE_ATTACKS = StageDef(
 
 # What `dfsu forget` runs: none of them reads a section of the simulated world (data, corpus,
 # target), so the owner's config (configs/owner.yaml) needs none.
-OWNER_STAGES = (SEAL_PUBLIC, TAGGER, INVERTER, SYNTHESIZE, ANNOTATE, UNLEARN, EVALUATE_ATTACKS)
+OWNER_STAGES = (
+    SEAL_PUBLIC,
+    TAGGER,
+    INVERTER,
+    SYNTHESIZE,
+    ANNOTATE,
+    UNLEARN,
+    MEASURE,
+    EVALUATE_ATTACKS,
+)
 
 TABLE = (
     CORPUS,
@@ -297,10 +322,14 @@ TABLE = (
     ANNOTATE,
     UNLEARN,
     EVALUATE,
+    MEASURE,
     EVALUATE_ATTACKS,
 )
-# The config sections (and "seed") each kind of stage reads.
-READS: dict[str, tuple[str, ...]] = {s.kind: s.reads for s in TABLE}
+# The config sections (and "seed") each kind of stage reads (any of its rows).
+READS: dict[str, tuple[str, ...]] = {
+    kind: tuple(dict.fromkeys(r for s in TABLE if s.kind == kind for r in s.reads))
+    for kind in dict.fromkeys(s.kind for s in TABLE)
+}
 KINDS = list(READS)
 
 

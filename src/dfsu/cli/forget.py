@@ -51,6 +51,20 @@ def add_forget_parser(sub: Any) -> None:
         "the depth probes still find them); inversion: the paper's pseudo-PII by logit "
         "inversion; self/free/candidates: other pseudo sources",
     )
+    _add_owner_inputs(fg)
+    fg.add_argument(
+        "--force",
+        action="append",
+        default=[],
+        metavar="STAGE",
+        help="redo a stage even if up to date, and the stages built on it (e.g. unlearn:dfsu-loop)",
+    )
+    _add_machine_options(fg)
+    add_config_args(fg, "owner")
+
+
+def _add_owner_inputs(fg: Any) -> None:
+    """What the owner may hand over besides the model: values to keep, contexts, shapes."""
     fg.add_argument(
         "--keep",
         default=None,
@@ -71,15 +85,6 @@ def add_forget_parser(sub: Any) -> None:
         help="the shapes of the records to forget, one a line with {LABEL} slots (e.g. "
         "'Login alert: user {USERNAME} from {IPV4}.'), instead of the built-in ones",
     )
-    fg.add_argument(
-        "--force",
-        action="append",
-        default=[],
-        metavar="STAGE",
-        help="redo a stage even if up to date, and the stages built on it (e.g. unlearn:dfsu-loop)",
-    )
-    _add_machine_options(fg)
-    add_config_args(fg, "owner")
 
 
 def _add_machine_options(fg: Any) -> None:

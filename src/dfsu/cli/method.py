@@ -30,6 +30,12 @@ def add_method_parsers(sub: Any) -> None:
         "overrides", nargs="*", metavar="key.sub=value", help="e.g. synthesis.swaps_per_template=4"
     )
 
+    _add_annotate_parser(sub)
+    _add_unlearn_parser(sub)
+
+
+def _add_annotate_parser(sub: Any) -> None:
+    """`dfsu annotate`: PII spans and token masks of a source's pseudo texts."""
     ann = sub.add_parser(
         "annotate", help="PII spans and token masks -> RUN/pseudo/<source>/pseudo.jsonl"
     )
@@ -56,6 +62,9 @@ def add_method_parsers(sub: Any) -> None:
     ann.add_argument("--llm-model", default=None, help="server model name or local LM path")
     ann.add_argument("overrides", nargs="*", metavar="key.sub=value")
 
+
+def _add_unlearn_parser(sub: Any) -> None:
+    """`dfsu unlearn`: one method on one kind of data."""
     un = sub.add_parser(
         "unlearn", help="unlearning of RUN/target (LoRA; undo: a copy) -> RUN/unlearned/<name>"
     )

@@ -68,7 +68,7 @@ def add_pii_parsers(sub: Any) -> None:
 
 
 def cmd_pii_inspect(args: argparse.Namespace) -> int:
-    from dfsu.pii import read_pii_file
+    from dfsu.pii.reader import read_pii_file
 
     result = read_pii_file(args.file)
     summary = result.summary()
@@ -102,7 +102,7 @@ def cmd_pii_generate(args: argparse.Namespace) -> int:
 
     from dfsu.config import capped_repr
     from dfsu.files import atomic_write_jsonl
-    from dfsu.pii import generate_records
+    from dfsu.pii.generator import generate_records
     from dfsu.ui import terminal_safe
 
     locales = args.locales.split(",")
@@ -139,7 +139,6 @@ def cmd_pii_train_tagger(args: argparse.Namespace) -> int:
 
 def cmd_pii_detect(args: argparse.Namespace) -> int:
     from dfsu.pii.annotators import OfflineAnnotator, cached_default_tagger, detect_file
-    from dfsu.ui import rich_safe, terminal_safe
 
     if args.out:
         writable_output(args.out)
@@ -170,8 +169,16 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return 0
+    _print_detected(args, result)
+    return 0
+
+
+def _print_detected(args: argparse.Namespace, result: dict) -> None:
+    """`dfsu pii detect`'s table: spans per label, and with gold spans the scores."""
     from rich.console import Console
     from rich.table import Table
+
+    from dfsu.ui import rich_safe, terminal_safe
 
     console = Console()
     console.print(
@@ -201,4 +208,3 @@ def cmd_pii_detect(args: argparse.Namespace) -> int:
     console.print(table)
     for rej in result["rejected"][:20]:
         console.print(terminal_safe(f"  row {rej['line']}: {rej['reason']}"), markup=False)
-    return 0

@@ -46,7 +46,12 @@ def add_run_parsers(sub: Any) -> None:
         help="write results.json with the --rows given only, dropping earlier rows",
     )
     run_p.add_argument("overrides", nargs="*", metavar="key.sub=value")
+    _add_sweep_parser(sub)
+    _add_demo_parser(sub)
 
+
+def _add_sweep_parser(sub: Any) -> None:
+    """`dfsu sweep`: the pipeline at every point of a grid."""
     sweep = sub.add_parser(
         "sweep", help="the pipeline over a grid of config values (shared stages are reused)"
     )
@@ -86,8 +91,6 @@ def add_run_parsers(sub: Any) -> None:
     )
     sweep.add_argument("--show-pii", action="store_true", help="true PII values in the reports")
     sweep.add_argument("overrides", nargs="*", metavar="key.sub=value")
-
-    _add_demo_parser(sub)
 
 
 def _add_demo_parser(sub: Any) -> None:

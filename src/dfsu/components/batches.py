@@ -6,8 +6,6 @@ from typing import Any
 
 import torch
 
-from dfsu.masks import encode_with_masks
-
 
 def pack_documents(docs: list[list[int]], block_size: int, eos_id: int) -> list[list[int]]:
     """Pack EOS-prefixed documents into blocks of at most block_size tokens.
@@ -45,6 +43,8 @@ def encode_masked(tokenizer: Any, rows: list[dict[str, Any]], max_length: int) -
     """[{text, spans[, unsure]}] -> [{input_ids, pii[, unsure]}]: EOS + tokens and the PII
     token mask; with ``unsure`` spans, the mask of tokens no loss reads (neither ascended nor
     descended)."""
+    from dfsu.masks import encode_with_masks
+
     out = []
     for row in rows:
         sets = [row["spans"], row["unsure"]] if row.get("unsure") else [row["spans"]]

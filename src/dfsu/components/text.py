@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dfsu.components.inputs import read_text
 from dfsu.errors import DfsuError
 from dfsu.files import iter_jsonl
 from dfsu.lexicon import FUNCTION, SECOND_TOPICS, TOPICS
@@ -278,6 +277,8 @@ def load_documents(path: str | Path, limit: int | None = None) -> list[str]:
             raise DfsuError(f"{path}: parquet file has no 'text' column")
         docs = [t for t in table.column("text").to_pylist() if isinstance(t, str) and t.strip()]
     else:
+        from dfsu.components.inputs import read_text
+
         docs = _split_plain_text(read_text(path, "text file"))
     if not docs:
         raise DfsuError(f"{path}: holds no text")

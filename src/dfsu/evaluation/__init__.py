@@ -1,5 +1,3 @@
-"""Memorization metrics (pure), the batched sampler, perplexity and NLI accuracy."""
-
-from dfsu.evaluation.metrics import METRICS, Sample, bootstrap_ci, score
-
-__all__ = ["METRICS", "Sample", "bootstrap_ci", "score"]
+"""Memorization metrics (pure, ``metrics``), the batched sampler, perplexity and NLI accuracy,
+the leak estimate and its probe, the depth reading, recitations, the attacks. Nothing is
+imported here: a command loads the modules it uses."""

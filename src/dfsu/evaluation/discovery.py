@@ -22,7 +22,6 @@ from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any
 
-from dfsu.components.inputs import text_lines
 from dfsu.errors import DfsuError
 from dfsu.evaluation.sampler import Prompt, evaluation_sampling, sample_continuations
 from dfsu.files import iter_jsonl
@@ -87,6 +86,8 @@ def read_prompts(path: str | Path) -> list[str]:
                 raise DfsuError(f"{path}: line {number}: needs a string 'prompt'")
             add(row["prompt"], number)
     else:
+        from dfsu.components.inputs import text_lines
+
         for number, line in text_lines(path, "prompts file", "prompt", MAX_PROMPT_CHARS):
             add(line, number)
     if not prompts:

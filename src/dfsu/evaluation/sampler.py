@@ -16,12 +16,12 @@ import torch
 
 from dfsu.errors import DfsuError
 from dfsu.evaluation import kvcache
-from dfsu.evaluation.metrics import Sample
-from dfsu.pii import PiiRecord
+from dfsu.pii.records import PiiRecord
 from dfsu.ui import progress_bar
 
 if TYPE_CHECKING:
     from dfsu.config import RunConfig
+    from dfsu.evaluation.metrics import Sample
 
 
 @dataclass
@@ -154,23 +154,9 @@ def decode_batch(
     produced EOS. ``banned`` ([B * repeat] token ids): the token each row's first new token
     may not be.
     """
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    last = {"logits_to_keep": 1} if _keeps_last(model) else {}
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=positions,
-        use_cache=True,
-        **last,
+    name, past, logits, attention_mask, positions = _read_prompts(
+        model, input_ids, attention_mask, max_new_tokens, repeat
     )
-    name = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.24: cache
-    past, logits = out[name], out.logits[:, -1]
-    if repeat > 1:
-        past.batch_repeat_interleave(repeat)
-        logits = logits.repeat_interleave(repeat, 0)
-        attention_mask = attention_mask.repeat_interleave(repeat, 0)
-        positions = positions.repeat_interleave(repeat, 0)
-    past = kvcache.preallocated(past, max_new_tokens)
     if banned is not None:
         logits = logits.index_put(
             (torch.arange(len(banned), device=banned.device), banned),
@@ -196,6 +182,27 @@ def decode_batch(
         )
         past, logits = out[name], out.logits[:, -1]
     return torch.stack(new_tokens, dim=1)
+
+
+def _read_prompts(
+    model: Any, input_ids: torch.Tensor, mask: torch.Tensor, max_new_tokens: int, repeat: int
+) -> tuple[str, Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The prompts read once: the cache's field name, the cache (repeated ``repeat`` times per
+    prompt, room set aside for ``max_new_tokens``), the last logits, the attention mask and
+    the position ids, each repeated alike."""
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    last = {"logits_to_keep": 1} if _keeps_last(model) else {}
+    out = model(
+        input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, **last
+    )
+    name = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.24: cache
+    past, logits = out[name], out.logits[:, -1]
+    if repeat > 1:
+        past.batch_repeat_interleave(repeat)
+        logits = logits.repeat_interleave(repeat, 0)
+        mask = mask.repeat_interleave(repeat, 0)
+        positions = positions.repeat_interleave(repeat, 0)
+    return name, kvcache.preallocated(past, max_new_tokens), logits, mask, positions
 
 
 def _keeps_last(model: Any) -> bool:
@@ -304,6 +311,8 @@ def sample_prompts(
     model: Any, tokenizer: Any, prompts: list, cfg: RunConfig, device: Any
 ) -> list[Sample]:
     """K continuations per prompt with the evaluation's sampling settings, as scorable samples."""
+    from dfsu.evaluation.metrics import Sample
+
     ec = cfg.evaluation
     generations = sample_continuations(
         model,

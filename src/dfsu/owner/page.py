@@ -7,33 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dfsu.owner.report import (
-    COLLAPSE_SHOWN,
-    HELD_AUC,
-    HELD_LENS,
-    LOST_SHOWN,
-    SPELLED_AUC,
-    searched_words,
-)
-
-GOOD, MIXED, BAD = "good", "mixed", "bad"  # a verdict row's grade (its colour)
-
-
-def _fall_grade(before: float, after: float) -> str:
-    """good: at most a tenth of ``before`` left; bad: more than half (pure)."""
-    if after <= 0.1 * before:
-        return GOOD
-    return BAD if after > 0.5 * before else MIXED
-
-
-def _row(measure: str, before: str, after: str, reading: str, grade: str) -> dict[str, str]:
-    return {
-        "measure": measure,
-        "before": before,
-        "after": after,
-        "reading": reading,
-        "grade": grade,
-    }
+from dfsu.owner.depth import depth_rows
+from dfsu.owner.grades import BAD, GOOD, MIXED, fall_grade, row
+from dfsu.owner.report import COLLAPSE_SHOWN, LOST_SHOWN, searched_words
 
 
 def verdict_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
@@ -44,7 +20,7 @@ def verdict_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
         *_recitation_rows(summary.get("recitation")),
         _perplexity_row(summary),
         *_own_samples_rows(summary.get("own_samples"), summary),
-        *_depth_rows(summary.get("depth")),
+        *depth_rows(summary.get("depth")),
         *_attack_rows(summary["leak"]["after"]["consistent"], summary.get("attacks")),
     ]
 
@@ -53,27 +29,27 @@ def _leak_rows(leak: dict[str, Any]) -> list[dict[str, str]]:
     b, a = leak["before"]["consistent"], leak["after"]["consistent"]
     name = "values given back (leak)"
     if not b:
-        return [_row(name, "0", str(a), "none found: nothing to judge", MIXED)]
-    rows = [_row(name, str(b), str(a), f"{100 * (a - b) / b:+.0f} %", _fall_grade(b, a))]
+        return [row(name, "0", str(a), "none found: nothing to judge", MIXED)]
+    rows = [row(name, str(b), str(a), f"{100 * (a - b) / b:+.0f} %", fall_grade(b, a))]
     probe = leak.get("probe") or {}
     pb, pa = probe.get("before"), probe.get("after")
     if not (pb and pa and pb["values"]):
         return rows
     hb, ha = pb["hit_pct"], pa["hit_pct"]
     rows.append(
-        _row(
+        row(
             "samples giving them back",
             f"{hb:.1f} %",
             f"{ha:.1f} %",
             "where it leaked",
-            _fall_grade(hb, ha),
+            fall_grade(hb, ha),
         )
     )
     if pb.get("garbled") is not None and pa.get("garbled") is not None:
         gb, ga = pb["garbled"], pa["garbled"]
         grade = BAD if ga >= COLLAPSE_SHOWN and ga > gb else MIXED if ga > gb + 5 else GOOD
         reading = "nonsense there" if grade != GOOD else "fluent"
-        rows.append(_row("garbled samples there", f"{gb:.1f} %", f"{ga:.1f} %", reading, grade))
+        rows.append(row("garbled samples there", f"{gb:.1f} %", f"{ga:.1f} %", reading, grade))
     return rows
 
 
@@ -84,7 +60,7 @@ def _recitation_rows(recitation: dict[str, Any] | None) -> list[dict[str, str]]:
     kept = ra["exact"] / rb["exact"] if rb["exact"] else 0.0
     grade = GOOD if kept >= 0.8 else BAD if kept < 0.5 else MIXED
     return [
-        _row(
+        row(
             "PII-free texts recited",
             f"{rb['exact']:.0f} %",
             f"{ra['exact']:.0f} %",
@@ -97,7 +73,7 @@ def _recitation_rows(recitation: dict[str, Any] | None) -> list[dict[str, str]]:
 def _perplexity_row(summary: dict[str, Any]) -> dict[str, str]:
     ppl = summary["perplexity"]
     bound = summary["settings"]["unlearning"]["max_ppl_increase"]
-    return _row(
+    return row(
         "perplexity (held-out)",
         f"{ppl['before']:.3f}",
         f"{ppl['after']:.3f}",
@@ -114,7 +90,7 @@ def _own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> li
     grade = GOOD if rise <= bound else BAD if rise > 2 * bound else MIXED
     reading = f"median rise (bound +{bound:.0f}%)"  # of paired ratios: no before and after
     return [
-        _row(
+        row(
             "perplexity (own samples)",
             f"{own['texts']} texts",
             f"{rise:+.1f} %",
@@ -122,41 +98,6 @@ def _own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> li
             grade,
         )
     ]
-
-
-def _depth_rows(depth: dict[str, Any] | None) -> list[dict[str, str]]:
-    if not depth:
-        return []
-    lb, la = depth["lens_middle"]["before"], depth["lens_middle"]["after"]
-    inside = lb > 0 and la >= HELD_LENS * lb
-    rows = [
-        _row(
-            f"lens top {depth['top']}, middle layer",
-            f"{lb:.0f} %",
-            f"{la:.0f} %",
-            "still inside" if inside else "no longer ranked",
-            BAD if inside else GOOD,
-        )
-    ]
-    ab, aa = depth["membership_auc"]["before"], depth["membership_auc"]["after"]
-    trace = depth.get("membership_trace", {}).get("after", aa)
-    if aa is not None:
-        if trace >= HELD_AUC:
-            reading, grade = "still inside", BAD
-        else:
-            reading, grade = ("near no trace", GOOD) if trace < 60 else ("a trace left", MIXED)
-        rows.append(_row("membership AUC (50: no trace)", f"{ab:.0f}", f"{aa:.0f}", reading, grade))
-    vb, va = depth.get("value_auc", {}).get("before"), depth.get("value_auc", {}).get("after")
-    if va is not None and trace > aa:  # the values alone read further from 50: avoided
-        reading = "avoided: singled out"
-        rows.append(_row("membership AUC, values alone", f"{vb:.0f}", f"{va:.0f}", reading, BAD))
-    vocabulary = depth.get("tokenizer_auc", {})
-    tb, ta = vocabulary.get("before"), vocabulary.get("after")
-    if ta is not None:
-        reading, grade = ("spells them", MIXED) if ta >= SPELLED_AUC else ("near no trace", GOOD)
-        shown = "-" if tb is None else f"{tb:.0f}"
-        rows.append(_row("tokenizer AUC (50: no trace)", shown, f"{ta:.0f}", reading, grade))
-    return rows
 
 
 def _attack_rows(after: int, attacks: dict[str, dict] | None) -> list[dict[str, str]]:
@@ -167,7 +108,7 @@ def _attack_rows(after: int, attacks: dict[str, dict] | None) -> list[dict[str, 
         share = attack["returned_pct"]
         grade = GOOD if attack["survived"] else MIXED if share <= LOST_SHARE else BAD
         rows.append(
-            _row(
+            row(
                 f"after {label}",
                 str(after),
                 str(attack["consistent"]),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.config import RunConfig, config_to_dict
+from dfsu.owner.depth import depth_view
 from dfsu.unlearning.result import UnlearnSummary
 
 
@@ -193,86 +194,6 @@ def searched_words(name: str, got: dict[str, Any]) -> str:
     return f"{name} {got['prompts']} prompts, {got['confirmed']} confirmed"
 
 
-# The owner's depth measures read "still inside" at or above these (the evaluator's, on the
-# true records: a retrain that never saw them reads lens middle 5.5 % and AUC 50; every
-# unlearned row of the simulation 80-85 % and 99.8).
-HELD_AUC = 75.0  # membership AUC of the found values against swapped ones
-HELD_LENS = 0.5  # the middle layer's lens share, as a fraction of the model as given's
-# The tokenizer alone (``depth.owner_tokenizer``) reads the found values apart at or above this
-# (the simulation's unknown-shapes targets 86-89, their retrains' own tokenizers 47-52).
-SPELLED_AUC = 65.0
-
-
-def depth_view(before: Any, after: Any) -> dict[str, Any] | None:
-    """The owner's lens (middle layer, top K) and membership AUC over the values the model as
-    given gave back, before and after, in words, and whether they say the values are still
-    inside (``held_inside``: membership set apart at or above HELD_AUC either way
-    (``depth.membership_trace``), or a middle-layer share at or above HELD_LENS of the model
-    as given's) (pure). None when not measured or nothing was found."""
-    if not before or not after or not before["lens"]["tokens"]:
-        return None
-    from dfsu.evaluation.depth import membership_trace
-
-    lb, la = before["lens"]["middle"], after["lens"]["middle"]
-    ab, aa = before["membership"]["AUC"], after["membership"]["AUC"]
-    tb, ta = membership_trace(before["membership"]), membership_trace(after["membership"])
-    alone = after["membership"].get("AUC_value")
-    k = before["lens"]["top"]
-    lens_held = lb > 0 and la >= HELD_LENS * lb
-    auc_held = ta is not None and ta >= HELD_AUC
-    words = (
-        f"depth: the logit lens ranks {la:.0f} % of the found values' tokens in the top {k} at "
-        f"the middle layer (before {lb:.0f} %)"
-    )
-    if aa is not None:
-        words += (
-            f"; membership tells them from other values of their label in the same contexts, "
-            f"with the text the model wrote after each, with AUC {aa:.0f} (before {ab:.0f}; "
-            f"50 = no trace)"
-        )
-        if alone is not None and ta is not None and ta > aa:
-            words += (
-                f", and on the values alone with AUC {alone:.0f}: the model now avoids exactly "
-                f"the values it gave back, so it still singles them out"
-            )
-    if lens_held or auc_held:
-        words += (
-            ": the values are still inside the model; unlearning hid them at the output "
-            "rather than removing them, and fine-tuning may bring them back"
-        )
-    else:
-        words += ": the model no longer holds the found values where these probes look"
-    spelled = (after.get("tokenizer") or {}).get("AUC")
-    if spelled is not None and spelled >= SPELLED_AUC:
-        words += (
-            f". The tokenizer alone tells them from other values of their label with AUC "
-            f"{spelled:.0f}: its vocabulary holds pieces of them, which no weight update removes"
-        )
-        scrubbed = spelled < ((before.get("tokenizer") or {}).get("AUC") or 0)
-        words += (
-            " (its longer pieces were scrubbed; shorter ones are left)"
-            if scrubbed
-            else " (--method undo scrubs the copy's, unlearning.undo.scrub_chars)"
-        )
-    return {
-        "lens_middle": {"before": lb, "after": la},
-        "membership_auc": {"before": ab, "after": aa},
-        "membership_trace": {"before": tb, "after": ta},
-        "value_auc": {"before": before["membership"].get("AUC_value"), "after": alone},
-        "tokenizer_auc": {
-            "before": (before.get("tokenizer") or {}).get("AUC"),
-            "after": spelled,
-        },
-        "top": k,
-        "tokens": before["lens"]["tokens"],
-        "pairs": before["membership"].get("pairs", 0),
-        "held_inside": lens_held or auc_held,
-        "words": words,
-        "before": before,
-        "after": after,
-    }
-
-
 def perplexity_view(
     documents: int, before: float, after: float, bound: float, check_documents: int
 ) -> dict[str, Any]:
@@ -320,27 +241,13 @@ def forget_summary(
     (_, before), (_, after) = measured.items()
     run = UnlearnSummary.read(unlearned)
     lb, la = _leak_view(before["leak_estimate"]), _leak_view(after["leak_estimate"])
-    words = leak_words(lb, la)
     depth = depth_view(before.get("depth"), after.get("depth"))
     inside = bool(depth and depth["held_inside"])
     counts, hits = (lb["consistent"], la["consistent"]), (before.get("probe") or {}).get("hit_pct")
-    kept_ppl = run.kept_check.get("ppl_all_docs", run.kept_check["ppl"])
     return {
         "model": str(model),
         "method": method,
-        "leak": {
-            "before": lb,
-            "after": la,
-            "words": words,
-            "prompts": before["leak_estimate"]["prompts"],
-            "search_seconds": {
-                "before": before.get("search_seconds"),
-                "after": after.get("search_seconds"),
-            },
-            "draw": "report (prompts and sampling seeds apart from those the method selects on)",
-            "probe": {"before": before.get("probe"), "after": after.get("probe")},
-            "probe_words": probe_words(before.get("probe"), after.get("probe")),
-        },
+        "leak": _leak_summary(before, after, lb, la),
         "depth": depth,
         "recitation": recitation_view(before.get("recitation"), after.get("recitation")),
         "perplexity": perplexity_view(
@@ -353,22 +260,13 @@ def forget_summary(
         "own_samples": own_samples_view(
             before.get("own_samples"), after.get("own_samples"), cfg.unlearning.max_ppl_increase
         ),
-        "bound": {
-            "check_documents": run.check_docs,
-            "start": run.start_ppl,
-            "kept": kept_ppl,
-            "limit": run.ppl_bound,
-            "within": kept_ppl <= run.ppl_bound * (1 + 1e-6),
-            "recitation": recitation_bound_view(run.recitation_bound, run.kept_check),
-        },
+        "bound": _bound(run),
         "steps": run.steps,
         "kept_step": run.kept_step,
         "stop_reason": run.stop_reason,
         "rounds": [
-            {
-                k: getattr(r, k)
-                for k in ("round", "consistent", "degenerate", "garbled", "steps", "ppl")
-            }
+            {k: getattr(r, k) for k in ("round", "consistent", "degenerate", "garbled", "steps")}
+            | {"ppl": r.ppl}
             for r in run.rounds or ()
         ],
         "attacks": None if attacked is None else attack_verdicts(*counts, attacked, inside, hits),
@@ -378,6 +276,36 @@ def forget_summary(
         # an unlearning with no LoRA modules (the undo copy) writes no adapter
         "outputs": {"merged": "merged"} | ({"adapter": "adapter"} if run.lora_modules else {}),
         "settings": {k: config_to_dict(cfg)[k] for k in ("seed", "unlearning", "leak", "public")},
+    }
+
+
+def _leak_summary(before: dict, after: dict, lb: dict, la: dict) -> dict[str, Any]:
+    """The leak estimate and the probe before and after, in words, on the report draw."""
+    return {
+        "before": lb,
+        "after": la,
+        "words": leak_words(lb, la),
+        "prompts": before["leak_estimate"]["prompts"],
+        "search_seconds": {
+            "before": before.get("search_seconds"),
+            "after": after.get("search_seconds"),
+        },
+        "draw": "report (prompts and sampling seeds apart from those the method selects on)",
+        "probe": {"before": before.get("probe"), "after": after.get("probe")},
+        "probe_words": probe_words(before.get("probe"), after.get("probe")),
+    }
+
+
+def _bound(run: UnlearnSummary) -> dict[str, Any]:
+    """The perplexity bound as the method checked it, and the recitation bound."""
+    kept_ppl = run.kept_check.get("ppl_all_docs", run.kept_check["ppl"])
+    return {
+        "check_documents": run.check_docs,
+        "start": run.start_ppl,
+        "kept": kept_ppl,
+        "limit": run.ppl_bound,
+        "within": kept_ppl <= run.ppl_bound * (1 + 1e-6),
+        "recitation": recitation_bound_view(run.recitation_bound, run.kept_check),
     }
 
 

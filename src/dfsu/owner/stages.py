@@ -119,7 +119,6 @@ def unlearn_by_method(
     LoRA machinery (its checks, loop, stopping and training loop)."""
     import torch
 
-    from dfsu.pii.run_records import read_records
     from dfsu.unlearning.methods import checked_method, run_without_adapters
 
     spec = checked_method(method, data)
@@ -128,6 +127,8 @@ def unlearn_by_method(
 
         return unlearn(cfg, owner, method, data, name, pseudo, truth)
     if truth is None and (data == "oracle" or cfg.unlearning.track_privacy):
+        from dfsu.pii.run_records import read_records  # the evaluator's, never an owner's
+
         truth = read_records(owner.root)
     torch.manual_seed(cfg.seed)
     return run_without_adapters(spec, cfg, owner, data, name, truth)

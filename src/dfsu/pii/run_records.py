@@ -1,5 +1,5 @@
 """The run's injected records: the simulation's ground truth, read by the evaluation, the
-oracle and the retrain; never by a data-free stage (``owner.boundary`` refuses it)."""
+oracle and the retrain; never by a data-free stage (``boundary.boundary`` refuses it)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 from dfsu.errors import DfsuError
 from dfsu.files import read_jsonl
-from dfsu.pii import PiiRecord
 from dfsu.pii.reader import parse_row
+from dfsu.pii.records import PiiRecord
 from dfsu.rundir import RunPaths
 
 

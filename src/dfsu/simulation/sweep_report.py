@@ -51,7 +51,40 @@ def _label(entry: dict[str, Any]) -> str:
 
 
 def write_sweep_report(out: Path, payload: dict[str, Any]) -> Path:
+    """DIR/sweep.html: every point's rows, E-Hit by label, privacy against utility, and the
+    trajectories of the rows whose checks tracked E-Hit."""
     flat = sweep_rows(payload)
+    changed = [e for e in flat if e["method"] != "original"]
+    defined = [e for e in changed if e["E_Hit"] is not None]
+    pareto = [(_label(e), e["ppl_increase"], e["E_Hit"]) for e in defined if "ppl_increase" in e]
+    nli = [(_label(e), e["nli_drop"], e["E_Hit"]) for e in defined if "nli_drop" in e]
+    sections = [
+        "<h1>dfsu sweep</h1>",
+        f"<p class=muted>config {html.escape(payload['config'])} · overrides "
+        f"{html.escape(' '.join(payload['overrides']) or 'none')} · rows "
+        f"{html.escape(', '.join(payload['rows']))}</p>",
+    ]
+    if payload.get("description"):
+        sections.append(f"<p>{html.escape(payload['description'])}</p>")
+    sections += [
+        "<h2>Results</h2>",
+        _results_table(payload, flat),
+        "<p class=muted>Metrics in percent; PPL +% and NLI drop against the same point's "
+        "original model.</p>",
+        "<h3>E-Hit by label (entities reproduced / entities)</h3>",
+        label_table([dict(e, method=_label(e)) for e in flat]),
+        "<h2>Privacy against utility</h2>",
+        scatter(pareto, "perplexity increase (%)", "E-Hit (%)"),
+        scatter(nli, "NLI accuracy drop (points)", "E-Hit (%)"),
+    ]
+    sections += _trajectories(changed)
+    path = out / "sweep.html"
+    atomic_write_text(path, page("dfsu sweep", "".join(sections)))
+    return path
+
+
+def _results_table(payload: dict[str, Any], flat: list[dict[str, Any]]) -> str:
+    """One row per point and method: its parameters, metrics, costs and why it stopped."""
     keys = list(payload["points"][0]["params"]) if payload["points"] else []
     head = "".join(f"<th>{html.escape(k)}</th>" for k in keys)
     head += "<th>method</th>" + "".join(
@@ -67,59 +100,33 @@ def write_sweep_report(out: Path, payload: dict[str, Any]) -> Path:
             f"<td>{_cell(e['kept_step'])}</td><td>{_cell(e['stop_reason'])}</td>"
         )
         body.append(f"<tr>{cells}</tr>")
-    changed = [e for e in flat if e["method"] != "original"]
-    defined = [e for e in changed if e["E_Hit"] is not None]
-    pareto = [(_label(e), e["ppl_increase"], e["E_Hit"]) for e in defined if "ppl_increase" in e]
-    nli = [(_label(e), e["nli_drop"], e["E_Hit"]) for e in defined if "nli_drop" in e]
-    sections = [
-        "<h1>dfsu sweep</h1>",
-        f"<p class=muted>config {html.escape(payload['config'])} · overrides "
-        f"{html.escape(' '.join(payload['overrides']) or 'none')} · rows "
-        f"{html.escape(', '.join(payload['rows']))}</p>",
-    ]
-    if payload.get("description"):
-        sections.append(f"<p>{html.escape(payload['description'])}</p>")
-    sections += [
-        "<h2>Results</h2>",
-        f"<table><tr>{head}</tr>{''.join(body)}</table>",
-        "<p class=muted>Metrics in percent; PPL +% and NLI drop against the same point's "
-        "original model.</p>",
-        "<h3>E-Hit by label (entities reproduced / entities)</h3>",
-        label_table([dict(e, method=_label(e)) for e in flat]),
-        "<h2>Privacy against utility</h2>",
-        scatter(pareto, "perplexity increase (%)", "E-Hit (%)"),
-        scatter(nli, "NLI accuracy drop (points)", "E-Hit (%)"),
-    ]
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _trajectories(changed: list[dict[str, Any]]) -> list[str]:
+    """E-Hit and perplexity at every check of the rows whose checks tracked E-Hit."""
     tracked = {_label(e): e["checks"] for e in changed if any("E_Hit" in c for c in e["checks"])}
-    if tracked:
-        sections += [
-            "<h2>Trajectories (every check)</h2>",
-            scatter(
-                [],
-                "epoch",
-                "E-Hit (%)",
-                {
-                    k: [(c["epoch"], c["E_Hit"]) for c in v if "E_Hit" in c]
-                    for k, v in tracked.items()
-                },
-            ),
-            scatter(
-                [],
-                "epoch",
-                "held-out perplexity",
-                {k: [(c["epoch"], c["ppl"]) for c in v] for k, v in tracked.items()},
-            ),
-            "<h3>E-Hit against perplexity along training</h3>",
-            scatter(
-                [],
-                "held-out perplexity",
-                "E-Hit (%)",
-                {
-                    k: [(c["ppl"], c["E_Hit"]) for c in v if "E_Hit" in c]
-                    for k, v in tracked.items()
-                },
-            ),
-        ]
-    path = out / "sweep.html"
-    atomic_write_text(path, page("dfsu sweep", "".join(sections)))
-    return path
+    if not tracked:
+        return []
+    return [
+        "<h2>Trajectories (every check)</h2>",
+        scatter(
+            [],
+            "epoch",
+            "E-Hit (%)",
+            {k: [(c["epoch"], c["E_Hit"]) for c in v if "E_Hit" in c] for k, v in tracked.items()},
+        ),
+        scatter(
+            [],
+            "epoch",
+            "held-out perplexity",
+            {k: [(c["epoch"], c["ppl"]) for c in v] for k, v in tracked.items()},
+        ),
+        "<h3>E-Hit against perplexity along training</h3>",
+        scatter(
+            [],
+            "held-out perplexity",
+            "E-Hit (%)",
+            {k: [(c["ppl"], c["E_Hit"]) for c in v if "E_Hit" in c] for k, v in tracked.items()},
+        ),
+    ]

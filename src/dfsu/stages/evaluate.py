@@ -102,21 +102,13 @@ def evaluate_model(
     adapter: str | Path | None = None,
     show_pii: bool = False,
 ) -> dict[str, Any]:
-    """Privacy metrics on the run's injected records, perplexity and NLI accuracy -> out.
-
-    Also writes the generations beside ``out`` (``<out stem>.generations.jsonl``, mode 0600:
-    it holds true suffixes) in the `dfsu score` format, so the evaluation can be re-scored;
-    when ``out`` cannot be written, that file is removed again.
-    """
+    """Privacy metrics on the run's injected records, perplexity and NLI accuracy -> out; the
+    generations beside it (``<out stem>.generations.jsonl``, 0600: it holds true suffixes) in
+    the `dfsu score` format, removed again when ``out`` cannot be written."""
     from dfsu.components.models import pick_device
 
     started = time.time()
-    run, out = Path(run), Path(out)
-    if out.is_dir():  # before any work (and before out.with_name, which "." would fail)
-        raise DfsuError(f"{out}: is a directory (give a file name for the result)")
-    gen_path = out.with_name(out.stem + ".generations.jsonl")
-    if gen_path.is_dir():
-        raise DfsuError(f"{gen_path}: is a directory (the generations are written there)")
+    run, (out, gen_path) = Path(run), _result_paths(Path(out))
     ec = cfg.evaluation
     device = pick_device(cfg.runtime.device)
     model, tokenizer = _load_for_eval(model_path, adapter, device)
@@ -154,7 +146,29 @@ def evaluate_model(
     del reference  # a second copy of the target, for a row that is not it
     if cfg.recitation.enabled:  # what it still recites word for word, measured without data
         result["recitation"] = _recitation(cfg, run, model, tokenizer, device)
-    result["sampling"] = {
+    result["sampling"] = _sampling(cfg)
+    result["seconds"] = round(time.time() - started, 1)
+
+    result["samples"] = _shown_samples(prompts, generations, records, show_pii)
+    result["pii_shown"] = show_pii
+    _write_result(out, result, gen_path, samples)
+    return result
+
+
+def _result_paths(out: Path) -> tuple[Path, Path]:
+    """The result file and the generations beside it, checked before any work."""
+    if out.is_dir():  # before out.with_name, which "." would fail
+        raise DfsuError(f"{out}: is a directory (give a file name for the result)")
+    generations = out.with_name(out.stem + ".generations.jsonl")
+    if generations.is_dir():
+        raise DfsuError(f"{generations}: is a directory (the generations are written there)")
+    return out, generations
+
+
+def _sampling(cfg: RunConfig) -> dict[str, Any]:
+    """How the evaluation sampled (in the result beside the figures)."""
+    ec = cfg.evaluation
+    return {
         "prefix": ec.prefix,
         "num_samples": ec.num_samples,
         "top_p": ec.top_p,
@@ -162,12 +176,6 @@ def evaluate_model(
         "temperature": ec.temperature,
         "seed": cfg.seed,
     }
-    result["seconds"] = round(time.time() - started, 1)
-
-    result["samples"] = _shown_samples(prompts, generations, records, show_pii)
-    result["pii_shown"] = show_pii
-    _write_result(out, result, gen_path, samples)
-    return result
 
 
 def _per_record(model, tokenizer, prompts, generations, reference, batch: int, device) -> dict:

@@ -1,6 +1,6 @@
 """Stage 1: train the logit inverter on public text -> ROOT/inverter/.
 
-Training pairs (x, P(x)) come from the owner's public text only (``owner.Owner``: the
+Training pairs (x, P(x)) come from the owner's public text only (``boundary.Owner``: the
 sealed public text, never the target's training documents) and PII-like texts made by
 filling the record shapes with the owner's swap-pool values. Nothing of the training data
 is read by this stage.
@@ -223,12 +223,7 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
     target, target_tok = load_causal_lm(owner.model)
     target.to(device)
 
-    # Data: public texts only, each cut to what the target reads (max_length tokens).
-    texts = public_texts(owner, ic, target_tok, cfg.seed)
-    train_texts = truncate(target_tok, texts["general"] + texts["pii"], ic.max_length)
-    texts["eval_general"] = truncate(target_tok, texts["eval_general"], ic.max_length)
-    texts["eval_pii"] = truncate(target_tok, texts["eval_pii"], ic.max_length)
-    eval_texts = texts["eval_general"] + texts["eval_pii"]
+    texts, train_texts, eval_texts = _inverter_texts(owner, ic, target_tok, cfg.seed)
     info(f"inverter data: {len(train_texts)} training texts, {len(eval_texts)} held out")
 
     # Inverter tokenizer (its own, or the local T5's) and the vocabulary map.
@@ -245,13 +240,9 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
     model = _inverter_model(ic, inv_tok, mapping, device)
     labels_all = inv_tok(train_texts, max_length=ic.max_length * 2, truncation=True)["input_ids"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=ic.lr, weight_decay=ic.weight_decay)
+    bf16 = cpu_bf16(cfg.runtime.cpu_bf16)
     loop = TrainLoop(
-        model,
-        optimizer,
-        cfg.runtime.device,
-        clip=1.0,
-        unused_parameters=True,
-        cpu_bf16=cpu_bf16(cfg.runtime.cpu_bf16),
+        model, optimizer, cfg.runtime.device, clip=1.0, unused_parameters=True, cpu_bf16=bf16
     )
     log = _fit(loop, rows["train"], labels_all, ic, cfg.seed)
     model = loop.unwrapped()
@@ -264,17 +255,12 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
         "mass_coverage": 100 * kept_mass,
         "topk_mass": 100 * topk_mass,
         "mode": ic.positions,
-        "n_eval": len(eval_texts),
-        "n_train": len(train_texts),
-        "steps": len(log),
-        "bytes_per_position": rows["train"].bytes_per_position(),
-        "dense_fp32_bytes_per_position": 4 * len(target_tok),
+        **_sizes(train_texts, eval_texts, log, rows, target_tok),
         "seconds": round(time.time() - started, 1),
     }
     examples = _examples(eval_texts, predictions, len(texts["eval_general"]))
 
-    # Save: model + tokenizer + cache + logs, all at once.
-    if loop.is_main:
+    if loop.is_main:  # model + tokenizer + cache + logs, all at once
         model.to("cpu")
         with staged_dir(owner.paths.inverter) as out:
             model.save_pretrained(out)
@@ -286,3 +272,26 @@ def train_inverter(cfg: RunConfig, where: Owner | str | Path) -> Path:
             atomic_write_json(out / "metrics.json", metrics)
     loop.accelerator.wait_for_everyone()
     return owner.paths.inverter
+
+
+def _sizes(train: list, held: list, log: list, rows: dict, target_tok: Any) -> dict[str, int]:
+    """The inverter's data and cache sizes: texts, steps, bytes per cached position."""
+    return {
+        "n_eval": len(held),
+        "n_train": len(train),
+        "steps": len(log),
+        "bytes_per_position": rows["train"].bytes_per_position(),
+        "dense_fp32_bytes_per_position": 4 * len(target_tok),
+    }
+
+
+def _inverter_texts(
+    owner: Owner, ic: Any, target_tok: Any, seed: int
+) -> tuple[dict[str, list[str]], list[str], list[str]]:
+    """The inverter's data: public texts only, each cut to what the target reads
+    (``inverter.max_length`` tokens); the texts by kind, the training and the held-out ones."""
+    texts = public_texts(owner, ic, target_tok, seed)
+    train_texts = truncate(target_tok, texts["general"] + texts["pii"], ic.max_length)
+    texts["eval_general"] = truncate(target_tok, texts["eval_general"], ic.max_length)
+    texts["eval_pii"] = truncate(target_tok, texts["eval_pii"], ic.max_length)
+    return texts, train_texts, texts["eval_general"] + texts["eval_pii"]

@@ -1,6 +1,6 @@
 """Stage 2: pseudo-PII synthesis and annotation -> ROOT/pseudo/<source>/.
 
-Both stages read what the owner has (``owner.Owner``: the model, its swap pool, the tagger),
+Both stages read what the owner has (``boundary.Owner``: the model, its swap pool, the tagger),
 never the training data. ``synthesize(cfg, owner)``: record shapes with every entity swapped
 for a public value (candidates), then, by ``synthesis.source``:
 - ``inversion`` (the paper): the target reads each candidate; the inverter decodes its
@@ -30,10 +30,10 @@ from dfsu.config import ANNOTATORS, SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.files import atomic_write_json, atomic_write_jsonl, read_jsonl
 from dfsu.masks import encode_with_mask
-from dfsu.pii import PiiRecord
 from dfsu.pii.annotators import OfflineAnnotator, drop_kept, read_keep_file
 from dfsu.pii.generator import fill_from_pool, load_templates, usable_templates
 from dfsu.pii.reader import parse_row
+from dfsu.pii.records import PiiRecord
 from dfsu.pii.scoring import score_spans
 from dfsu.rundir import RunPaths
 
@@ -59,8 +59,6 @@ def synthesize(
     sc = cfg.synthesis
     source = source or sc.source
     candidates = make_candidates(owner, cfg)
-    n = sc.outputs_per_candidate
-    rows: list[dict[str, Any]] = []
     if source not in SOURCES:
         raise DfsuError(f"synthesis.source: {source!r} is not one of {', '.join(SOURCES)}")
     if source == "candidates":
@@ -74,52 +72,7 @@ def synthesize(
             for c in candidates
         ]
     else:
-        from dfsu.components.models import load_causal_lm, pick_device
-
-        device = pick_device(cfg.runtime.device)
-        target, tok = load_causal_lm(owner.model)
-        target.to(device)
-        per: list[list[str]] = [[] for _ in candidates]
-        if source == "inversion":
-            from dfsu.inversion.decode import invert_texts, load_inverter
-
-            inverter, inv_tok = load_inverter(owner.root)
-            outputs = invert_texts(
-                target,
-                tok,
-                inverter.to(device),
-                inv_tok,
-                [c.text for c in candidates],
-                cfg.inverter,
-                device,
-                num_return_sequences=n,
-            )
-            per = [outputs[i * n : (i + 1) * n] for i in range(len(candidates))]
-        elif source == "self":
-            from dfsu.evaluation.sampler import (
-                evaluation_sampling,
-                make_prompts,
-                sample_continuations,
-            )
-
-            prompts = make_prompts(candidates, "first_entity", tok)
-            gens = sample_continuations(
-                target,
-                tok,
-                prompts,
-                num_samples=n,
-                seed=cfg.seed,
-                device=device,
-                **evaluation_sampling(cfg.evaluation),
-            )
-            per = [[p.prefix + g for g in gs] for p, gs in zip(prompts, gens, strict=True)]
-        if source == "free":
-            rows = [
-                {"text": t, "candidate_id": None, "source": source}
-                for t in _dedupe(free_samples(target, tok, cfg, device))
-            ]
-        for cand, texts in zip(candidates, per, strict=True):
-            rows += [{"text": t, "candidate_id": cand.id, "source": source} for t in _dedupe(texts)]
+        rows = _generated_rows(owner, cfg, candidates, source)
 
     out = out or owner.paths.pseudo(source)
     out.mkdir(parents=True, exist_ok=True)
@@ -127,6 +80,63 @@ def synthesize(
     atomic_write_jsonl(out / "texts.jsonl", rows)
     atomic_write_json(out / "stats.json", _diagnostics(candidates, rows, source))
     return out
+
+
+def _generated_rows(
+    owner: Owner, cfg: RunConfig, candidates: list, source: str
+) -> list[dict[str, Any]]:
+    """The pseudo texts a model writes for the candidates: read back by the inverter from the
+    target's outputs (inversion), the target's continuations of each candidate's text before
+    its first entity (self), or its unprompted samples (free)."""
+    n = cfg.synthesis.outputs_per_candidate
+    rows: list[dict[str, Any]] = []
+    from dfsu.components.models import load_causal_lm, pick_device
+
+    device = pick_device(cfg.runtime.device)
+    target, tok = load_causal_lm(owner.model)
+    target.to(device)
+    per: list[list[str]] = [[] for _ in candidates]
+    if source == "inversion":
+        from dfsu.inversion.decode import invert_texts, load_inverter
+
+        inverter, inv_tok = load_inverter(owner.root)
+        outputs = invert_texts(
+            target,
+            tok,
+            inverter.to(device),
+            inv_tok,
+            [c.text for c in candidates],
+            cfg.inverter,
+            device,
+            num_return_sequences=n,
+        )
+        per = [outputs[i * n : (i + 1) * n] for i in range(len(candidates))]
+    elif source == "self":
+        from dfsu.evaluation.sampler import (
+            evaluation_sampling,
+            make_prompts,
+            sample_continuations,
+        )
+
+        prompts = make_prompts(candidates, "first_entity", tok)
+        gens = sample_continuations(
+            target,
+            tok,
+            prompts,
+            num_samples=n,
+            seed=cfg.seed,
+            device=device,
+            **evaluation_sampling(cfg.evaluation),
+        )
+        per = [[p.prefix + g for g in gs] for p, gs in zip(prompts, gens, strict=True)]
+    if source == "free":
+        rows = [
+            {"text": t, "candidate_id": None, "source": source}
+            for t in _dedupe(free_samples(target, tok, cfg, device))
+        ]
+    for cand, texts in zip(candidates, per, strict=True):
+        rows += [{"text": t, "candidate_id": cand.id, "source": source} for t in _dedupe(texts)]
+    return rows
 
 
 def free_samples(target: Any, tok: Any, cfg: RunConfig, device: Any) -> list[str]:
@@ -253,20 +263,26 @@ def annotate(
             out["fallback_reason"] = reason
         out_rows.append(out)
     atomic_write_jsonl(pseudo / "pseudo.jsonl", out_rows)
-
     report = annotator_report(cfg, pseudo, offline)
-    report["with_spans"] = sum(1 for r in out_rows if r["spans"])
-    report["texts"] = len(out_rows)
-    report["annotator"] = annotator
-    report["kept_spans"] = kept_spans  # spans over synthesis.keep values, never ascended
-    report["labels_marked"] = dict(
-        sorted(Counter(s["label"] for r in out_rows for s in r["spans"]).items())
-    )
+    report |= _marked(out_rows, annotator, kept_spans)
     if llm is not None:
         report["scored"] = f"{offline.name} (the llm annotator's fallback; the llm is not scored)"
         report["llm_counts"] = dict(llm.counts)
     atomic_write_json(pseudo / "annotator_eval.json", report)
     return pseudo / "pseudo.jsonl"
+
+
+def _marked(rows: list[dict[str, Any]], annotator: str, kept_spans: int) -> dict[str, Any]:
+    """What the annotation marked: texts with spans, spans per label, spans over kept values
+    (``synthesis.keep``: never ascended)."""
+    labels = Counter(s["label"] for r in rows for s in r["spans"])
+    return {
+        "with_spans": sum(1 for r in rows if r["spans"]),
+        "texts": len(rows),
+        "annotator": annotator,
+        "kept_spans": kept_spans,
+        "labels_marked": dict(sorted(labels.items())),
+    }
 
 
 def annotator_report(cfg: RunConfig, pseudo: Path, annotator: OfflineAnnotator) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Stage 3: unlearn with LoRA -> ROOT/unlearned/<method>-<data>/.
 
-Every data-free method reads what the owner has (``owner.Owner``): the model, its public
+Every data-free method reads what the owner has (``boundary.Owner``): the model, its public
 text (retain descent; the perplexity bound on its held-out check documents) and the pseudo
 data; only the oracle is handed the true records.
 
@@ -36,24 +36,29 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft import get_peft_model
 
 from dfsu.boundary import Owner, as_owner
 from dfsu.components.batches import encode_masked
-from dfsu.components.models import load_causal_lm
 from dfsu.components.training import TrainLoop
 from dfsu.config import RECITE_BRANCHES, RunConfig, UnlearnConfig
 from dfsu.errors import DfsuError
 from dfsu.evaluation.leak import leak_meter
-from dfsu.evaluation.utility import default_window
-from dfsu.files import atomic_write_json, atomic_write_jsonl, read_jsonl, staged_dir
+from dfsu.files import read_jsonl
 from dfsu.pii.annotators import pii_free
 from dfsu.pii.run_records import read_records
 from dfsu.rundir import safe_name
+from dfsu.unlearning.adapters import (
+    Overlay,
+    adapted_model,
+    constrain,
+    encoded_public,
+    fit_context,
+    project_retain,
+    save_adapter,
+)
 from dfsu.unlearning.checks import Checker
 from dfsu.unlearning.data import Setup, UnlearnData
 from dfsu.unlearning.loop import loop_rounds
-from dfsu.unlearning.lora import lora_config, lora_modules, missing_modules
 from dfsu.unlearning.methods import (
     RULES,
     Method,
@@ -245,46 +250,6 @@ def _data(
     )
 
 
-def encoded_public(owner: Owner, tokenizer: Any, max_length: int) -> list[dict]:
-    """The owner's public text, encoded as PII-free unlearning texts."""
-    public = [{"text": text, "spans": []} for text in owner.public_texts()]
-    return encode_masked(tokenizer, public, max_length)
-
-
-class _Overlay:
-    """A config with some sections replaced (``cfg`` may be a stage's ``ConfigView``)."""
-
-    def __init__(self, cfg: Any, **sections: Any):
-        self._cfg, self._sections = cfg, sections
-
-    def __getattr__(self, name: str) -> Any:
-        return self._sections[name] if name in self._sections else getattr(self._cfg, name)
-
-
-def _fit_context(cfg: Any, model: Any) -> Any:
-    """``cfg`` with unlearning.max_length cut to the model's context (a text is EOS + at most
-    max_length tokens): a GPT-2 of 128 positions fails on a longer one."""
-    uc = cfg.unlearning
-    context = default_window(model) - 1
-    if uc.max_length <= context:
-        return cfg
-    return _Overlay(cfg, unlearning=dataclasses.replace(uc, max_length=context))
-
-
-def _adapted_model(owner: Owner, uc: UnlearnConfig) -> tuple[Any, Any, list[str]]:
-    """The owner's frozen model with LoRA adapters on the chosen modules, its tokenizer and
-    the module names (every one must exist in the model)."""
-    base, tokenizer = load_causal_lm(owner.model)
-    modules = lora_modules(base.config.model_type, uc.lora_target)
-    if missing := missing_modules(base, modules):
-        raise DfsuError(
-            f"unlearning.lora_target {uc.lora_target}: the {base.config.model_type} model has "
-            f"no module {', '.join(missing)}"
-        )
-    model = get_peft_model(base, lora_config(uc, modules, base.config.model_type))
-    return model, tokenizer, modules
-
-
 def unlearn(
     cfg: RunConfig,
     where: Owner | str | Path,
@@ -312,35 +277,18 @@ def unlearn(
     if not spec.adapters:  # a plug-in's own update: a new model, or the owner's edited
         return run_without_adapters(spec, cfg, owner, data, name, truth)
 
-    model, tokenizer, modules = _adapted_model(owner, cfg.unlearning)
-    cfg = _fit_context(cfg, model)
-    if data == "loop":
-        cfg = _Overlay(cfg, unlearning=cfg.unlearning.for_loop())
-    uc = cfg.unlearning
-    inputs = _data(cfg, owner, tokenizer, spec, data, pseudo, truth)
-    lr = learning_rate(spec, uc, loop=data == "loop")
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-    setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.runtime.device), tokenizer)
-    loop = setup.loop
-    _project(loop, uc)
+    setup, inputs, modules = _setup(cfg, owner, spec, data, pseudo, truth)
+    uc, loop, tokenizer = setup.uc, setup.loop, setup.tokenizer
+    project_retain(loop, uc)
     inputs, recited = _add_recitations(setup, run, inputs)
-    avoided = _constrain(setup, inputs, owner)
-    tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
-    meter = None
-    if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
-        meter = leak_meter(cfg, owner, tokenizer, "select")
-    bounded = _bound_recitations(cfg, run, loop, tokenizer)
-    own = _own_samples(setup, run, data == "loop")
-    guard = None  # the loop's collapse guard, on the loop's data
-    if data == "loop" and (uc.loop.max_degenerate is not None or uc.loop.max_garbled is not None):
-        guard = uc.loop.guard_prompts
-    checker = Checker.build(setup, inputs, meter, tracker, bounded, own, guard)
+    avoided = constrain(setup, inputs, owner)
+    checker, meter, bounded, own = _checker(setup, owner, inputs, truth, data)
 
     if data == "loop":  # rounds of extract -> unlearn, each a pass of ``train_steps``
         start_stats = None
         result = loop_rounds(setup, meter, inputs, checker, name, owner.paths.rounds(name))
     else:
-        start_stats = pii_token_stats(model, inputs.train, inputs.pad, loop.device)
+        start_stats = pii_token_stats(loop.unwrapped(), inputs.train, inputs.pad, loop.device)
         result = train_steps(setup, inputs, checker, name)
     summary = UnlearnSummary.of(
         result,
@@ -353,12 +301,9 @@ def unlearn(
         recited_retain_texts=recited,
         seconds=round(time.time() - started, 1),
         rule=RULES[keep_rule(spec, uc)],
-        recitation_bound=_bound_record(uc, bounded, result),
-        null_space=avoided,
-        self_bound=_self_bound_record(uc, own, result),
-        projection=dict(loop.projected) if uc.project_retain else None,
+        **_bounds(setup, bounded, own, result, avoided),
     )
-    _save(loop, owner.paths.unlearned(name), tokenizer, result.log, summary)
+    save_adapter(loop, owner.paths.unlearned(name), tokenizer, result.log, summary)
     if result.rounds and loop.is_main:  # in the summary; their adapters served resuming
         import shutil
 
@@ -366,42 +311,56 @@ def unlearn(
     return owner.paths.unlearned(name)
 
 
-def _project(loop: TrainLoop, uc: UnlearnConfig) -> None:
-    """``unlearning.project_retain`` (the loop rows': ``unlearning.loop.project_retain``): the
-    train loop takes each step's forget gradient off the retain descent's; one process only."""
-    if uc.project_retain and loop.accelerator.num_processes > 1:
-        raise DfsuError("unlearning.project_retain: runs in one process (no accelerate launch)")
-    loop.project_retain = uc.project_retain
+def _setup(
+    cfg: Any, owner: Owner, spec: Method, data: str, pseudo: Path, truth: list | None
+) -> tuple[Setup, UnlearnData, list[str]]:
+    """What a LoRA run trains with and on: the owner's model with adapters, the settings fit
+    to its context (a loop row's: ``unlearning.loop``'s where set), the data, the optimizer
+    at the method's learning rate; and the adapted modules' names."""
+    model, tokenizer, modules = adapted_model(owner, cfg.unlearning)
+    cfg = fit_context(cfg, model)
+    if data == "loop":
+        cfg = Overlay(cfg, unlearning=cfg.unlearning.for_loop())
+    uc = cfg.unlearning
+    inputs = _data(cfg, owner, tokenizer, spec, data, pseudo, truth)
+    lr = learning_rate(spec, uc, loop=data == "loop")
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    setup = Setup(cfg, uc, spec, TrainLoop(model, optimizer, cfg.runtime.device), tokenizer)
+    return setup, inputs, modules
 
 
-def _constrain(setup: Setup, inputs: UnlearnData, owner: Owner) -> dict[str, Any] | None:
-    """``unlearning.null_space`` (a loop row's: ``unlearning.loop.null_space`` when set, by
-    ``UnlearnConfig.for_loop``): every LoRA A kept off its layer's principal input subspace
-    on the retain text (the owner's public text when there is no retain descent), from the
-    start and after every optimizer step. Returns what summary.json records (the energy, the
-    texts, and per adapted layer the dimensions avoided of its inputs'), or None when off."""
-    from dfsu.ui import info
-    from dfsu.unlearning.nullspace import principal_bases, projector
+def _bounds(
+    setup: Setup, bounded: list | None, own: list[str] | None, result: Any, avoided: Any
+) -> dict[str, Any]:
+    """What bounded the run, for its summary: recitations, the null space, the self bound,
+    the retain projection."""
+    uc = setup.uc
+    return {
+        "recitation_bound": _bound_record(uc, bounded, result),
+        "null_space": avoided,
+        "self_bound": _self_bound_record(uc, own, result),
+        "projection": dict(setup.loop.projected) if uc.project_retain else None,
+    }
 
-    uc, loop = setup.uc, setup.loop
-    energy = uc.null_space
-    if energy is None:
-        return None
-    retain = inputs.retain or encoded_public(owner, setup.tokenizer, uc.max_length)
-    if not retain:
-        raise DfsuError(
-            f"unlearning.null_space ({energy}): the owner has no public text to keep the "
-            "adapters off (public.files)"
-        )
-    model = loop.unwrapped()
-    bases = principal_bases(model, retain, inputs.pad, energy, loop.device)
-    model.train()
-    loop.after_step = projector(model, bases)
-    loop.after_step()
-    avoided = {path: [b.shape[1], b.shape[0]] for path, b in sorted(bases.items())}
-    dims = sorted({tuple(kn) for kn in avoided.values()})
-    info(f"null space: the adapters avoid {', '.join(f'{k} of {n}' for k, n in dims)} dimensions")
-    return {"energy": energy, "retain_texts": len(retain), "avoided": avoided}
+
+def _checker(
+    setup: Setup, owner: Owner, inputs: UnlearnData, truth: list | None, data: str
+) -> tuple[Checker, Any, list | None, list[str] | None]:
+    """The run's checks, and what they read: the leak meter (the estimate's "select" draw,
+    where it selects), the recitations the bound keeps, the model's own samples (the loop's
+    self bound), the privacy tracker (the evaluator's) and the loop's collapse guard."""
+    cfg, uc, loop, tokenizer = setup.cfg, setup.uc, setup.loop, setup.tokenizer
+    tracker = _privacy_tracker(cfg, truth, tokenizer, loop.device) if uc.track_privacy else None
+    meter = None
+    if uc.keep_by == "leak" or data == "loop":  # selects: the estimate's "select" draw
+        meter = leak_meter(cfg, owner, tokenizer, "select")
+    bounded = _bound_recitations(cfg, owner.root, loop, tokenizer)
+    own = _own_samples(setup, owner.root, data == "loop")
+    guard = None  # the loop's collapse guard, on the loop's data
+    if data == "loop" and (uc.loop.max_degenerate is not None or uc.loop.max_garbled is not None):
+        guard = uc.loop.guard_prompts
+    checker = Checker.build(setup, inputs, meter, tracker, bounded, own, guard)
+    return checker, meter, bounded, own
 
 
 def _bound_recitations(cfg: Any, run: Path, loop: TrainLoop, tokenizer: Any):
@@ -427,18 +386,3 @@ def _bound_recitations(cfg: Any, run: Path, loop: TrainLoop, tokenizer: Any):
         return None
     info(f"recitation bound: {len(rows)} recited texts checked")
     return rows
-
-
-def _save(loop: TrainLoop, final: Path, tokenizer: Any, log: list, summary: UnlearnSummary) -> None:
-    """The adapter (PEFT files) and the merged model, in one directory swap."""
-    if loop.is_main:
-        unwrapped = loop.unwrapped().to("cpu")
-        with staged_dir(final) as out:
-            unwrapped.save_pretrained(out / "adapter")
-            merged = unwrapped.merge_and_unload()
-            merged.save_pretrained(out / "merged")
-            tokenizer.padding_side = "right"
-            tokenizer.save_pretrained(out / "merged")
-            atomic_write_jsonl(out / "train_log.jsonl", log)
-            atomic_write_json(out / "summary.json", summary.to_json())
-    loop.accelerator.wait_for_everyone()

@@ -46,7 +46,6 @@ def loop_rounds(
     loop goes back to the best round and on at half the learning rate, ``LOOP_RETRIES`` times.
     The round with the lowest estimate is kept. Finished rounds are saved in ``work``, so a
     killed run resumes there."""
-    from dfsu.evaluation.counting import extraction_texts
     from dfsu.ui import info
 
     cfg, uc, loop, tokenizer = setup.cfg, setup.uc, setup.loop, setup.tokenizer
@@ -74,18 +73,7 @@ def loop_rounds(
             # back to the best round, on at half the learning rate
             set_peft_model_state_dict(unwrapped, state.load(best.round))
             draw = meter(unwrapped, tokenizer, loop.device)
-        values = [v["value"] for v in draw.estimate["values"]]
-        rows = extraction_texts(draw.prefixes, draw.generations, draw.spans, values, meter.keep)
-        if uc.loop.alternatives:  # where the values were: what the model as given writes else
-            alternatives = alternative_texts(
-                loop, tokenizer, rows, values, annotate=meter.annotate, keep=meter.keep
-            )
-            unsure = sum(len(a["unsure"]) for a in alternatives)
-            info(
-                f"{name} round {number + 1}: {len(alternatives)} alternatives beside {len(rows)}"
-                f" ({unsure} spans of unconfirmed PII in them left to no loss)"
-            )
-            rows += alternatives * uc.loop.alternatives
+        rows = _round_texts(setup, meter, draw, f"{name} round {number + 1}")
         data = data.with_round(*split_rows(rows, tokenizer, uc, cfg.seed + number))
         loop.reset_optimizer_state()
         loop.set_lr(learning_rate(setup.method, uc, loop=True) * 0.5**collapsed)
@@ -96,6 +84,27 @@ def loop_rounds(
         number += 1
     set_peft_model_state_dict(unwrapped, state.load(best.round))
     return _kept(state, best.round, reason, data, uc)
+
+
+def _round_texts(setup: Setup, meter: Any, draw: Any, name: str) -> list[dict[str, Any]]:
+    """A round's unlearning texts: the model's own samples that emit a consistent value, and
+    with ``unlearning.loop.alternatives`` what the model as given writes where they were."""
+    from dfsu.evaluation.counting import extraction_texts
+    from dfsu.ui import info
+
+    values = [v["value"] for v in draw.estimate["values"]]
+    rows = extraction_texts(draw.prefixes, draw.generations, draw.spans, values, meter.keep)
+    if setup.uc.loop.alternatives:  # where the values were: what the model as given writes else
+        alternatives = alternative_texts(
+            setup.loop, setup.tokenizer, rows, values, annotate=meter.annotate, keep=meter.keep
+        )
+        unsure = sum(len(a["unsure"]) for a in alternatives)
+        info(
+            f"{name}: {len(alternatives)} alternatives beside {len(rows)}"
+            f" ({unsure} spans of unconfirmed PII in them left to no loss)"
+        )
+        rows += alternatives * setup.uc.loop.alternatives
+    return rows
 
 
 def _untouched(first: dict, base: Baseline, uc: UnlearnConfig) -> UnlearnResult:

@@ -263,18 +263,7 @@ def train_steps(
                 entry["check"] = now = checker.check(step, step / per_epoch, rule.bound)
                 checks.append(now)
                 decision = _follow(loop, checks, states, rule, entry, prune=confirm is None)
-                if decision.reason == "plateau":
-                    stop_reason = f"checks stopped moving ({uc.plateau_checks} checks)"
-                elif decision.action == "stop":
-                    stop_reason = bound_crossed(
-                        now,
-                        rule,
-                        uc.max_ppl_increase,
-                        uc.max_recitation_loss,
-                        uc.loop.max_self_ppl_increase,
-                    )
-                    if uc.backtracks:
-                        stop_reason += f" (after {uc.backtracks} backtracks)"
+                stop_reason = _why_stopped(decision, now, rule, uc) or stop_reason
                 bar.update(0, info=_figures(now))
                 if decision.action == "stop":
                     log.append(entry)
@@ -285,6 +274,33 @@ def train_steps(
                 break
     full_bound = base.ppl * (1 + uc.max_ppl_increase)
     keep = _restore_kept(loop, checks, states, rule, confirm, full_bound)
+    return _result(checks, keep, step, total, stop_reason, base, full_bound, log, data)
+
+
+def _why_stopped(decision: Any, now: dict, rule: StopRule, uc: UnlearnConfig) -> str | None:
+    """The stop reason of a check that ends the run, in words; None when the run goes on."""
+    if decision.reason == "plateau":
+        return f"checks stopped moving ({uc.plateau_checks} checks)"
+    if decision.action != "stop":
+        return None
+    # the self bound is the loop's (unlearning.loop), set only on its rounds
+    own = uc.loop.max_self_ppl_increase if rule.self_bound is not None else None
+    reason = bound_crossed(now, rule, uc.max_ppl_increase, uc.max_recitation_loss, own)
+    return reason + (f" (after {uc.backtracks} backtracks)" if uc.backtracks else "")
+
+
+def _result(
+    checks: list,
+    keep: int,
+    step: int,
+    total: int,
+    stop_reason: str,
+    base: Baseline,
+    full_bound: float,
+    log: list,
+    data: UnlearnData,
+) -> UnlearnResult:
+    """A pass's typed result: its checks, the kept one, why it stopped, its log."""
     return UnlearnResult(
         checks=checks,
         keep=keep,

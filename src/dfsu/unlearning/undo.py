@@ -43,10 +43,10 @@ than it lost (an earlier recipe at 100M on a GPU: NLI 100 -> 45, docs/results.md
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import random
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +57,16 @@ from dfsu.components.batches import collate, pack_documents
 from dfsu.components.models import held_dtype, load_causal_lm, pick_device, trains_lean
 from dfsu.errors import DfsuError
 from dfsu.files import atomic_write_json, atomic_write_jsonl, staged_dir
+from dfsu.unlearning.copy_data import (
+    distillation_texts,
+    recited_runs,
+    scrubbed_ids,
+    token_probabilities,
+)
 from dfsu.unlearning.methods import METHODS, built_on
 from dfsu.unlearning.result import UnlearnSummary
 from dfsu.unlearning.teacher import stacked, teacher_logits, teacher_targets
-from dfsu.unlearning.vocab import scrub_candidates, scrub_tokenizer, tokenizer_merges
+from dfsu.unlearning.vocab import scrub_tokenizer
 
 WARMUP = 20  # optimizer steps of linear warm-up, then linear decay to a twentieth
 
@@ -74,141 +80,6 @@ def shrink_into(student: torch.nn.Module, fresh: torch.nn.Module, alpha: float) 
             weight.mul_(1 - alpha).add_(theirs[name], alpha=alpha)
 
 
-def memorized_runs(
-    owner_p: Sequence[float],
-    teacher_p: Sequence[float],
-    p: float,
-    length: int,
-    teacher_mean: float,
-) -> list[bool]:
-    """Per predicted position of a sample (``owner_p``, ``teacher_p``: each next token's
-    probability under the owner's model and the teacher): True inside a run of at least
-    ``length`` positions each above ``p`` under the owner's model, whose mean under the teacher
-    is above ``teacher_mean``: what the owner's model recites word for word and its unlearning
-    still recites."""
-    marks = [False] * len(owner_p)
-    start = 0
-    while start < len(owner_p):
-        end = start
-        while end < len(owner_p) and owner_p[end] > p:
-            end += 1
-        if end - start >= length and sum(teacher_p[start:end]) / (end - start) > teacher_mean:
-            marks[start:end] = [True] * (end - start)
-        start = max(end, start + 1)
-    return marks
-
-
-@torch.no_grad()
-def token_probabilities(
-    model: Any, rows: list[list[int]], pad: int, device: Any, batch: int = 32
-) -> list[list[float]]:
-    """For each row of token ids, the probability ``model`` gives each next token."""
-    from dfsu.unlearning.losses import token_losses
-
-    out: list[list[float]] = []
-    for i in range(0, len(rows), batch):
-        chunk = rows[i : i + batch]
-        tensors = collate(chunk, pad)
-        ids, mask = tensors["input_ids"].to(device), tensors["attention_mask"].to(device)
-        logits = model(input_ids=ids, attention_mask=mask).logits
-        taken = torch.exp(-token_losses(logits, ids, mask)).cpu()
-        out += [taken[j, : len(row) - 1].tolist() for j, row in enumerate(chunk)]
-    return out
-
-
-def kept_texts(texts: Sequence[str], values: Sequence[str]) -> list[str]:
-    """The ``texts`` that hold none of ``values`` (a case-folded substring test)."""
-    folded = [v.casefold() for v in values if v.strip()]
-    return [t for t in texts if not any(v in t.casefold() for v in folded)]
-
-
-def distillation_texts(
-    cfg: Any, owner: Any, model: Any, tokenizer: Any, data: str, truth: list | None, device: Any
-) -> tuple[list[str], list[str], list[str], list[str], dict[str, int]]:
-    """(the owner's public texts, the recitations kept, the own samples kept, the values found,
-    counts for summary.json). A recitation or sample is kept when it holds no value: for
-    ``loop`` (data-free) the annotator finds no PII in it and it holds no value the leak
-    estimate's select draw confirms; for ``oracle`` it holds no true value. The values found
-    (the confirmed or true ones, and for ``loop`` the PII the annotator found in the texts
-    drawn) leave the copy's tokenizer (``unlearning.undo.scrub_chars``)."""
-    from dfsu.config import RECITE_BRANCHES
-    from dfsu.evaluation.sampler import unprompted_samples
-    from dfsu.evaluation.search import branch_recitations
-    from dfsu.ui import info
-
-    uu = cfg.unlearning.undo
-    public = owner.public_texts()  # checked before the searches below, which take minutes
-    if not public:
-        raise DfsuError("undo: the owner has no public text to distil on (public.files)")
-    recited: list[str] = []
-    if uu.recitations:
-        first = max(1, uu.recitations // RECITE_BRANCHES)
-        recited = branch_recitations(
-            model, tokenizer, first, RECITE_BRANCHES, uu.recitation_tokens, device
-        )
-    sampled: list[str] = []
-    if uu.samples:
-        seed = cfg.seed + SAMPLE_SEED
-        sampled = unprompted_samples(
-            model, tokenizer, uu.samples, uu.sample_tokens, SAMPLE_TOP_P, seed, device, 256
-        )  # 256 a time: 1,024 samples in 6.4 s against 10.1 s 64 a time (2 cores)
-    found: list[str] = []
-    if recited or sampled or uu.scrub_chars:
-        found = _found_values(cfg, owner, model, tokenizer, data, truth, device)
-    (kept, own), spotted = value_free(cfg, owner, data, found, recited, sampled)
-    info(
-        f"undo: {len(kept)} of {len(recited)} recitations, {len(own)} of {len(sampled)} own "
-        "samples kept"
-    )
-    counts = {"public_texts": len(public), "recited": len(recited), "kept": len(kept)}
-    counts |= {"sampled": len(sampled), "samples_kept": len(own), "values_found": len(found)}
-    counts["spans_found"] = len(set(spotted))
-    return public, kept, own, sorted(set(found) | set(spotted)), counts
-
-
-SAMPLE_SEED = 11  # the own samples' draw: seeded from the run's seed plus this
-SAMPLE_TOP_P = 0.95
-
-
-def _found_values(
-    cfg: Any, owner: Any, model: Any, tokenizer: Any, data: str, truth: list | None, device: Any
-) -> list[str]:
-    """The values kept out of what the copy learns: for ``oracle`` the true ones, for
-    ``loop`` (data-free) those the leak estimate's select draw confirms on the owner's model."""
-    if data == "oracle":
-        return sorted({s.value for r in truth or [] for s in r.spans})
-    return _confirmed(cfg, owner, model, tokenizer, device)
-
-
-def value_free(
-    cfg: Any, owner: Any, data: str, found: list[str], *groups: list[str]
-) -> tuple[list[list[str]], list[str]]:
-    """Each of ``groups`` with only its texts that hold none of the values ``found`` and, for
-    ``loop``, in which the annotator finds no PII (``distillation_texts``); and the PII the
-    annotator found in the rest (for ``loop``; the copy's tokenizer is scrubbed of it)."""
-    from dfsu.pii.annotators import pii_spans
-
-    if data == "oracle":
-        return [kept_texts(group, found) for group in groups], []
-    kept, spotted = [], []
-    for group in groups:
-        spans = pii_spans(cfg, owner.root, group) if group else []
-        kept.append(
-            kept_texts([t for t, s in zip(group, spans, strict=True) if t and not s], found)
-        )
-        spotted += [value for row in spans for value in row]
-    return kept, spotted
-
-
-def _confirmed(cfg: Any, owner: Any, model: Any, tokenizer: Any, device: Any) -> list[str]:
-    """The values the leak estimate's select draw confirms on the owner's model."""
-    from dfsu.evaluation.depth import value_contexts
-    from dfsu.evaluation.leak import leak_meter
-
-    draw = leak_meter(cfg, owner, tokenizer, "select")(model, tokenizer, device)
-    return sorted({c.value for c in value_contexts(draw, cfg.leak.min_count)})
-
-
 def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None = None) -> Path:
     """Stage body of an ``undo`` row: the shrunk copy distilled from the owner's model or the
     LoRA unlearning of the same data (``built_on``, which must have run), saved to
@@ -218,13 +89,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
 
     uu, device = cfg.unlearning.undo, pick_device(cfg.runtime.device)
     held, started = held_dtype(cfg.runtime.dtype, device, owner.model), time.time()
-    unlearning = built_on(METHODS["undo"], cfg.unlearning, data)  # None: the owner's model
-    taught_by = owner.paths.merged(unlearning) if unlearning else None
-    if taught_by and not any(taught_by.glob("*.safetensors")):
-        raise DfsuError(
-            f"undo: no unlearned model to distil from at {taught_by} (the {unlearning} "
-            "unlearning, which runs before the undo row with unlearning.undo.teacher unlearned)"
-        )
+    taught_by = _taught_by(cfg, owner, data)  # None: the owner's model teaches
     given, tokenizer = load_causal_lm(owner.model, dtype=held)  # read, never trained
     given.to(device).eval().requires_grad_(False)
     public, recited, own, found, counts = distillation_texts(
@@ -234,10 +99,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     window = default_window(given)
     before = perplexity(given, tokenizer, checks, window, device=device)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id or 0
-    rows, samples = (
-        [[eos, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in group]
-        for group in (recited, own)
-    )
+    rows, samples = _encoded(tokenizer, recited, eos), _encoded(tokenizer, own, eos)
     owner_p = token_probabilities(given, samples, pad, device) if uu.memorized else []
     teacher = given  # undo.teacher owner: the owner's model itself
     del given  # the teacher and the student alone stay in memory
@@ -250,13 +112,8 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         samples, marks = recited_runs(uu, samples, owner_p, by, pad, device)
         counts |= {"samples_reciting": len(samples), "tokens_taught": sum(map(sum, marks))}
     student = _student(cfg, owner.model, teacher.config, device)
-
-    docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in public]
-    blocks = pack_documents(docs, min(uu.block_size, window), eos)
-    needed: list[str] = []  # what the copy's tokenizer must read as before (with the scrub)
-    if uu.scrub_chars:  # the owner's text and the own samples the copy recites
-        needed = public + owner.check_texts() + owner.report_texts()
-        needed += [tokenizer.decode(row[1:]) for row in samples]
+    blocks = pack_documents(_encoded(tokenizer, public), min(uu.block_size, window), eos)
+    needed = _needed(uu, owner, tokenizer, public, samples)
     banned = scrubbed_ids(tokenizer, found, needed, uu.scrub_chars, name, not taught_by)
     order = random.Random(f"undo-{cfg.seed}")
     cached = teacher_targets(teacher, blocks, pad, uu.temperature, banned)
@@ -266,8 +123,7 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     log = _distil(
         student, teacher, blocks, rows, pad, uu, order, name, samples, marks, banned, cached
     )
-    student.eval()
-    ppl = [before, perplexity(student, tokenizer, checks, window, device=device)]
+    ppl = [before, perplexity(student.eval(), tokenizer, checks, window, device=device)]
     info(f"undo {name}: perplexity {ppl[0]:.3f} -> {ppl[1]:.3f} ({len(checks)} documents)")
     final = owner.paths.unlearned(name)
     with staged_dir(final) as out:
@@ -275,15 +131,49 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         tokenizer.padding_side = "right"
         tokenizer.save_pretrained(out / "merged")
         if uu.scrub_chars:  # the values found leave the copy's tokenizer (unlearning/vocab.py)
-            scrub = set(tokenizer.convert_ids_to_tokens(banned))  # found once, above
-            counts["vocabulary"] = scrub_tokenizer(
-                out / "merged", tokenizer, found, needed, uu.scrub_chars, scrub
-            )
+            counts["vocabulary"] = _scrubbed(out / "merged", tokenizer, found, needed, uu, banned)
             info(f"undo {name}: {counts['vocabulary']['scrubbed']} tokens scrubbed")
         summary = _summary(cfg, name, data, ppl, len(checks), counts, time.time() - started)
         atomic_write_jsonl(out / "train_log.jsonl", log)
         atomic_write_json(out / "summary.json", summary.to_json())
     return final
+
+
+def _encoded(tokenizer: Any, texts: list[str], start: int | None = None) -> list[list[int]]:
+    """Each text's token ids, after ``start`` (an EOS) when given."""
+    head = [] if start is None else [start]
+    return [[*head, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in texts]
+
+
+def _needed(uu: Any, owner: Any, tokenizer: Any, public: list, samples: list) -> list[str]:
+    """What the copy's tokenizer must read as before when the scrub is on: the owner's text and
+    the own samples the copy recites ([] without the scrub)."""
+    if not uu.scrub_chars:
+        return []
+    needed = public + owner.check_texts() + owner.report_texts()
+    return needed + [tokenizer.decode(row[1:]) for row in samples]
+
+
+def _taught_by(cfg: Any, owner: Any, data: str) -> Path | None:
+    """The merged model of the LoRA unlearning the copy distils from (``built_on``: with
+    ``unlearning.undo.teacher: unlearned``), which must have run; None: the owner's model."""
+    unlearning = built_on(METHODS["undo"], cfg.unlearning, data)
+    taught_by = owner.paths.merged(unlearning) if unlearning else None
+    if taught_by and not any(taught_by.glob("*.safetensors")):
+        raise DfsuError(
+            f"undo: no unlearned model to distil from at {taught_by} (the {unlearning} "
+            "unlearning, which runs before the undo row with unlearning.undo.teacher unlearned)"
+        )
+    return taught_by
+
+
+def _scrubbed(
+    merged: Path, tokenizer: Any, found: list, needed: list, uu: Any, banned: list
+) -> dict[str, Any]:
+    """The copy's tokenizer in ``merged`` without the pieces of the found values
+    (``unlearning.undo.scrub_chars``; the banned tokens, found once before distilling)."""
+    scrub = set(tokenizer.convert_ids_to_tokens(banned))
+    return scrub_tokenizer(merged, tokenizer, found, needed, uu.scrub_chars, scrub)
 
 
 def teacher_needed(cached: list | None, rows: list, samples: list, marks: list | None) -> bool:
@@ -307,61 +197,6 @@ def _student(cfg: Any, model: Path, config: Any, device: Any) -> Any:
     return student.to(device).train().requires_grad_(True)
 
 
-def scrubbed_ids(
-    tokenizer: Any,
-    values: list[str],
-    needed: list[str],
-    chars: int,
-    name: str = "",
-    owner_teaches: bool = False,
-) -> list[int]:
-    """The ids of the tokens ``scrub_tokenizer`` takes from the copy's tokenizer (none when
-    ``chars`` is 0 or the tokenizer is not BPE): the copy is taught to give them no mass. When
-    there are none and the owner's model teaches, the owner is told what that costs."""
-    from dfsu.ui import info
-
-    merges = tokenizer_merges(tokenizer) if chars else None
-    if not merges:
-        if owner_teaches and values:  # held out, known shapes: membership 76 without, 58 with
-            info(
-                f"undo {name}: nothing of the values found is scrubbed (unlearning.undo."
-                "scrub_chars 0, or not a BPE tokenizer): the owner's model teaches its spread "
-                "over their pieces, and the copy keeps more membership (docs/history.md)"
-            )
-        return []
-    tokens = scrub_candidates(tokenizer, values, needed, chars, merges)
-    return tokenizer.convert_tokens_to_ids(sorted(tokens))
-
-
-def recited_runs(
-    uu: Any,
-    samples: list[list[int]],
-    owner_p: list[list[float]],
-    teacher: Any,
-    pad: int,
-    device: Any,
-) -> tuple[list[list[int]], list[list[bool]]]:
-    """The own samples that hold a run the owner's model recites and the teacher still does
-    (``memorized_runs`` under ``unlearning.undo.memorized*``), each with its marks; a
-    ``teacher`` of None is the owner's model (``owner_p`` read for both)."""
-    from dfsu.ui import info
-
-    teacher_p = owner_p if teacher is None else token_probabilities(teacher, samples, pad, device)
-    kept: tuple[list[list[int]], list[list[bool]]] = ([], [])
-    for row, mine, theirs in zip(samples, owner_p, teacher_p, strict=True):
-        marks = memorized_runs(
-            mine, theirs, uu.memorized, uu.memorized_tokens, uu.memorized_teacher
-        )
-        if any(marks):
-            kept[0].append(row)
-            kept[1].append(marks)
-    info(
-        f"undo: {len(kept[0])} of {len(samples)} own samples recite "
-        f"({sum(map(sum, kept[1]))} tokens taught)"
-    )
-    return kept
-
-
 def _optimizer(student: Any, uu: Any) -> tuple[Any, Any]:
     """AdamW on every weight (one fused kernel on CPU and CUDA: 6x on CPU), warm-up then linear
     decay to a twentieth."""
@@ -371,6 +206,54 @@ def _optimizer(student: Any, uu: Any) -> tuple[Any, Any]:
         optimizer, lambda s: min(1.0, (s + 1) / WARMUP) * max(0.05, 1 - s / uu.steps)
     )
     return optimizer, schedule
+
+
+@dataclasses.dataclass
+class _CopyLosses:
+    """The copy's losses on one batch: KL to the teacher (its targets ``cached`` where they
+    were computed once), on public blocks by index, and the cross-entropy of the marked own
+    tokens of recited own samples."""
+
+    student: Any
+    teacher: Any
+    blocks: list[list[int]]
+    samples: list[list[int]] | None
+    marks: list[list[bool]] | None
+    pad: int
+    uu: Any
+    banned: list[int]
+    cached: list | None
+
+    def kl(self, batch: list[list[int]], hard: float = 0.0, known: list | None = None):
+        from dfsu.unlearning.losses import teacher_kl
+
+        device = next(self.student.parameters()).device
+        tensors = collate(batch, self.pad)
+        ids = tensors["input_ids"].to(device)
+        mask = tensors["attention_mask"].to(device)
+        if known is not None:  # the teacher's targets, computed once (``teacher_targets``)
+            target = stacked(known, ids.shape[1] - 1)
+        else:
+            target = teacher_logits(self.teacher, ids, mask, self.uu.temperature, self.banned)
+        logits = self.student(input_ids=ids, attention_mask=mask).logits[:, :-1]
+        return teacher_kl(logits, target, mask[:, 1:].float(), ids[:, 1:], hard, self.uu.top)
+
+    def public(self, picked: list[int]) -> torch.Tensor:
+        known = None if self.cached is None else [self.cached[i] for i in picked]
+        return self.kl([self.blocks[i] for i in picked], known=known)
+
+    def recite(self, picked: list[int]) -> torch.Tensor:
+        from dfsu.unlearning.losses import marked_ce
+
+        device = next(self.student.parameters()).device
+        tensors = collate([self.samples[i] for i in picked], self.pad)
+        ids = tensors["input_ids"].to(device)
+        marked = torch.zeros_like(ids[:, 1:], dtype=torch.float)
+        for row, i in enumerate(picked):
+            marked[row, : len(self.marks[i])] = torch.tensor(self.marks[i], dtype=torch.float)
+        mask = tensors["attention_mask"].to(device)
+        logits = self.student(input_ids=ids, attention_mask=mask).logits
+        return marked_ce(logits[:, :-1], ids[:, 1:], marked)
 
 
 def _distil(
@@ -394,37 +277,12 @@ def _distil(
     when they fit (``teacher_targets``; computed by a caller, no teacher needed). Resumable."""
     from dfsu.components.checkpoint import Resumable
     from dfsu.ui import progress_bar
-    from dfsu.unlearning.losses import marked_ce, teacher_kl
 
-    device = next(student.parameters()).device
     optimizer, schedule = _optimizer(student, uu)
     if cached == "computed here":
         cached = teacher_targets(teacher, blocks, pad, uu.temperature, banned or [])
-
-    def kl(batch: list[list[int]], hard: float = 0.0, known: list | None = None) -> torch.Tensor:
-        tensors = collate(batch, pad)
-        ids = tensors["input_ids"].to(device)
-        mask = tensors["attention_mask"].to(device)
-        if known is not None:  # the teacher's targets, computed once (``teacher_targets``)
-            target = stacked(known, ids.shape[1] - 1)
-        else:
-            target = teacher_logits(teacher, ids, mask, uu.temperature, banned or [])
-        logits = student(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        return teacher_kl(logits, target, mask[:, 1:].float(), ids[:, 1:], hard, uu.top)
-
-    def public(picked: list[int]) -> torch.Tensor:
-        known = None if cached is None else [cached[i] for i in picked]
-        return kl([blocks[i] for i in picked], known=known)
-
-    def recite(picked: list[int]) -> torch.Tensor:
-        tensors = collate([samples[i] for i in picked], pad)
-        ids = tensors["input_ids"].to(device)
-        marked = torch.zeros_like(ids[:, 1:], dtype=torch.float)
-        for row, i in enumerate(picked):
-            marked[row, : len(marks[i])] = torch.tensor(marks[i], dtype=torch.float)
-        logits = student(input_ids=ids, attention_mask=tensors["attention_mask"].to(device)).logits
-        return marked_ce(logits[:, :-1], ids[:, 1:], marked)
-
+    losses = _CopyLosses(student, teacher, blocks, samples, marks, pad, uu, banned or [], cached)
+    kl, public, recite = losses.kl, losses.public, losses.recite
     half = max(1, uu.batch_size // 2)
 
     parts = {"student": student, "optimizer": optimizer, "schedule": schedule, "order": order}

@@ -179,6 +179,30 @@ def training_records(tc: TaggerConfig) -> tuple[list[PiiRecord], list[PiiRecord]
     return train, heldout
 
 
+def _crf_trainer(tc: TaggerConfig, train: list, trained: Any) -> tuple[Any, int]:
+    """crfsuite's trainer holding every training record's words, features and labels (the
+    spans ``trained`` keeps), and the number of words."""
+    import pycrfsuite
+
+    trainer = pycrfsuite.Trainer(verbose=False)
+    n_words = 0
+    for record in train:
+        offsets = words(record.text)
+        if offsets:
+            tokens = [record.text[s:e] for s, e in offsets]
+            trainer.append(sentence_features(tokens), word_labels(trained(record.spans), offsets))
+            n_words += len(offsets)
+    trainer.set_params(
+        {
+            "c1": tc.c1,
+            "c2": tc.c2,
+            "max_iterations": tc.max_iterations,
+            "feature.possible_transitions": True,
+        }
+    )
+    return trainer, n_words
+
+
 def train_tagger(tc: TaggerConfig, out: str | Path) -> Path:
     """Train the tagger on public synthetic PII and save it whole to ``out`` (or not at all)."""
     import pycrfsuite
@@ -204,22 +228,7 @@ def train_tagger(tc: TaggerConfig, out: str | Path) -> Path:
             for s in spans
         ]
 
-    trainer = pycrfsuite.Trainer(verbose=False)
-    n_words = 0
-    for record in train:
-        offsets = words(record.text)
-        if offsets:
-            tokens = [record.text[s:e] for s, e in offsets]
-            trainer.append(sentence_features(tokens), word_labels(trained(record.spans), offsets))
-            n_words += len(offsets)
-    trainer.set_params(
-        {
-            "c1": tc.c1,
-            "c2": tc.c2,
-            "max_iterations": tc.max_iterations,
-            "feature.possible_transitions": True,
-        }
-    )
+    trainer, n_words = _crf_trainer(tc, train, trained)
     info(f"tagger: {len(train)} public training texts, {n_words} words")
     with staged_dir(out) as tmp:
         trainer.train(str(tmp / "model.crfsuite"))

@@ -22,8 +22,9 @@ from dfsu.components.text import (
 from dfsu.config import RunConfig
 from dfsu.errors import DfsuError
 from dfsu.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, staged_dir
-from dfsu.pii import PiiRecord, generate_records, load_records
-from dfsu.pii.generator import GREETINGS, OPENERS, TEMPLATES, generation_templates
+from dfsu.pii.generator import GREETINGS, OPENERS, TEMPLATES, generate_records, generation_templates
+from dfsu.pii.reader import load_records
+from dfsu.pii.records import PiiRecord
 from dfsu.rundir import RunPaths, create_run_dir
 
 # --------------------------------------------------------------------------- injection
@@ -137,6 +138,34 @@ def second_domain(cfg: RunConfig) -> tuple[list[str], list[str]]:
     return docs[held:], docs[:held]
 
 
+def general_documents(cfg: RunConfig) -> tuple[list[str], list[str]]:
+    """The general text, held-out and training documents: generated, or a local corpus; the
+    held-out part is never trained on."""
+    cc = cfg.corpus
+    wanted = cc.num_documents + cc.eval_documents
+    if cc.source == "generated":
+        docs = generate_documents(wanted, cfg.seed)
+    else:
+        docs = load_documents(cc.source, limit=wanted)
+        if len(docs) <= cc.eval_documents:
+            raise DfsuError(
+                f"{cc.source}: {len(docs)} documents, fewer than "
+                f"corpus.eval_documents + 1 ({cc.eval_documents + 1})"
+            )
+    return docs[: cc.eval_documents], docs[cc.eval_documents :]
+
+
+def nli_examples(cfg: RunConfig) -> tuple[list[dict], list[dict]]:
+    """The NLI examples mixed into training as text, and the held-out ones."""
+    cc = cfg.corpus
+    n_nli = cc.nli_train + cc.nli_eval
+    if cc.nli_source:
+        nli = load_nli(cc.nli_source, limit=n_nli)
+    else:
+        nli = generate_nli(n_nli, cfg.seed, cc.nli_task)
+    return nli[: cc.nli_train], nli[cc.nli_train :]
+
+
 def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
     """Stage: write RUN/data/ with the records, the injected training set and held-out data."""
     run = create_run_dir(run)
@@ -145,26 +174,9 @@ def build_corpus(cfg: RunConfig, run: str | Path) -> Path:
     records = private_records(cfg)
     assign_groups(records, cfg.corpus.num_groups, cfg.corpus.exposure_step, seed)
 
-    # General text: generated, or a local corpus; the held-out part is never trained on.
-    wanted = cfg.corpus.num_documents + cfg.corpus.eval_documents
-    if cfg.corpus.source == "generated":
-        docs = generate_documents(wanted, seed)
-    else:
-        docs = load_documents(cfg.corpus.source, limit=wanted)
-        if len(docs) <= cfg.corpus.eval_documents:
-            raise DfsuError(
-                f"{cfg.corpus.source}: {len(docs)} documents, fewer than "
-                f"corpus.eval_documents + 1 ({cfg.corpus.eval_documents + 1})"
-            )
-    eval_docs, train_docs = docs[: cfg.corpus.eval_documents], docs[cfg.corpus.eval_documents :]
+    eval_docs, train_docs = general_documents(cfg)
     second_train, second_eval = second_domain(cfg)
-
-    n_nli = cfg.corpus.nli_train + cfg.corpus.nli_eval
-    if cfg.corpus.nli_source:
-        nli = load_nli(cfg.corpus.nli_source, limit=n_nli)
-    else:
-        nli = generate_nli(n_nli, seed, cfg.corpus.nli_task)
-    nli_train, nli_eval = nli[: cfg.corpus.nli_train], nli[cfg.corpus.nli_train :]
+    nli_train, nli_eval = nli_examples(cfg)
 
     retain = generate_retain_records(cfg.corpus.retain_records, seed)
     retain += generate_contact_records(cfg.corpus.contact_records, seed)

@@ -30,7 +30,7 @@ from dfsu.evaluation.retain import retain_scores
 from dfsu.evaluation.sampler import make_prompts, sample_continuations
 from dfsu.evaluation.utility import perplexity, perplexity_of, perplexity_pieces
 from dfsu.files import atomic_write_json, atomic_write_jsonl, read_jsonl, staged_dir
-from dfsu.pii import PiiRecord
+from dfsu.pii.records import PiiRecord
 from dfsu.pii.run_records import read_records, read_retain_records
 from dfsu.rundir import RunPaths, create_run_dir
 from dfsu.ui import info, progress_bar
@@ -194,7 +194,6 @@ def _fit(
     if total_steps is None:
         total_steps = planned_steps(train_ids, tc, eos_id)
     rng = random.Random(seed)
-    log: list[dict[str, Any]] = []
     step, epoch = 0, 0
     eval_pieces = perplexity_pieces(tokenizer, eval_texts, tc.block_size)  # tokenized once
 
@@ -221,10 +220,7 @@ def _fit(
                 lr = warmup_cosine(step, total_steps, tc.lr, tc.warmup_steps, tc.min_lr_ratio)
                 loop.set_lr(lr)
                 mine = loop.shard(blocks[start : start + tc.batch_size])
-                micros = [
-                    mine[i : i + tc.micro_batch_size]
-                    for i in range(0, len(mine), tc.micro_batch_size)
-                ]
+                micros = _micro_batches(mine, tc.micro_batch_size)
                 logged = loop.step(micros, loss_of, [len(m) / len(mine) for m in micros])
                 step += 1
                 entry: dict[str, Any] = {"step": step, "epoch": epoch, "lr": lr, **logged}
@@ -234,14 +230,20 @@ def _fit(
                     )
                     loop.model.train()
                 log.append(entry)
-                shown = f"loss {entry['loss']:.3f}" + (
-                    f" ppl {entry['eval_ppl']:.2f}" if "eval_ppl" in entry else ""
-                )
-                bar.update(0, advance=1, info=shown)
+                bar.update(0, advance=1, info=_shown(entry))
                 resume.reached(step, log)
             epoch += 1
         resume.finished()
     return log
+
+
+def _micro_batches(blocks: list, size: int) -> list[list]:
+    return [blocks[i : i + size] for i in range(0, len(blocks), size)]
+
+
+def _shown(entry: dict[str, Any]) -> str:
+    ppl = f" ppl {entry['eval_ppl']:.2f}" if "eval_ppl" in entry else ""
+    return f"loss {entry['loss']:.3f}{ppl}"
 
 
 def train_target(cfg: RunConfig, run: str | Path) -> Path:
@@ -296,13 +298,7 @@ def _train_lm(
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.runtime.device)
 
-    # Setup: a tokenizer trained on the corpus and a fresh model, or a local checkpoint.
-    if tc.init_from:
-        model, tokenizer = load_causal_lm(tc.init_from)
-        info(f"continued pre-training of {tc.init_from}")
-    else:
-        tokenizer = train_tokenizer(train_texts + eval_texts, tc.vocab_size)
-        model = build_model(tc, len(tokenizer), tokenizer.eos_token_id, tokenizer.pad_token_id)
+    model, tokenizer = _fresh_model(tc, train_texts + eval_texts)
     train_ids = tokenizer(train_texts, add_special_tokens=False)["input_ids"]
     n_params = sum(p.numel() for p in model.parameters())
     n_tokens = sum(len(x) + 1 for x in train_ids)
@@ -321,22 +317,7 @@ def _train_lm(
 
     # Measure: held-out perplexity and how much of each exposure group the model recites.
     ppl = perplexity(model, tokenizer, eval_texts, window=tc.block_size, device=loop.device)
-    probe: dict[str, Any] = {}
-    if records is not None:
-        probe = memorization_probe(model, tokenizer, records, tc.probe_max_new_tokens, loop.device)
-    retain = read_retain_records(run)
-    if retain:
-        # The public records, by the same exposure groups: memorized alike, to be kept.
-        kept = retain_scores(model, tokenizer, retain, loop.device, cfg.seed)
-        for name, key in (("retain", "retain"), ("keep", "contacts")):
-            if f"{name}_n" in kept:
-                probe[key] = {
-                    "records": kept[f"{name}_n"],
-                    "exact_share": round(kept[f"{name}_EM"] / 100, 4),
-                    "exact_share_by_group": {
-                        g: round(v / 100, 4) for g, v in kept[f"{name}_EM_by_group"].items()
-                    },
-                }
+    probe = _probe(cfg, run, model, tokenizer, records, loop.device)
     metrics = {
         "parameters": n_params,
         "train_tokens": n_tokens,
@@ -347,8 +328,7 @@ def _train_lm(
         **(extra_metrics or {}),
     }
 
-    # Save: the whole directory appears at once (safetensors weights + tokenizer + logs).
-    if loop.is_main:
+    if loop.is_main:  # the whole directory at once (safetensors weights + tokenizer + logs)
         model.to("cpu")
         with staged_dir(out_dir) as out:
             model.save_pretrained(out)
@@ -359,3 +339,44 @@ def _train_lm(
             atomic_write_json(out / "metrics.json", metrics)
     loop.accelerator.wait_for_everyone()
     return out_dir
+
+
+def _fresh_model(tc: TargetConfig, texts: list[str]) -> tuple[Any, Any]:
+    """A tokenizer trained on the corpus and a fresh model, or a local checkpoint
+    (``target.init_from``) for continued pre-training."""
+    if tc.init_from:
+        info(f"continued pre-training of {tc.init_from}")
+        return load_causal_lm(tc.init_from)
+    tokenizer = train_tokenizer(texts, tc.vocab_size)
+    return build_model(
+        tc, len(tokenizer), tokenizer.eos_token_id, tokenizer.pad_token_id
+    ), tokenizer
+
+
+def _probe(
+    cfg: RunConfig,
+    run: Path,
+    model: Any,
+    tokenizer: Any,
+    records: list[PiiRecord] | None,
+    device: Any,
+) -> dict[str, Any]:
+    """How much of each exposure group the model recites: the private ``records`` (None: not
+    probed) and the public records by the same groups, memorized alike, to be kept."""
+    probe: dict[str, Any] = {}
+    if records is not None:
+        tokens = cfg.target.probe_max_new_tokens
+        probe = memorization_probe(model, tokenizer, records, tokens, device)
+    retain = read_retain_records(run)
+    if retain:
+        kept = retain_scores(model, tokenizer, retain, device, cfg.seed)
+        for name, key in (("retain", "retain"), ("keep", "contacts")):
+            if f"{name}_n" in kept:
+                probe[key] = {
+                    "records": kept[f"{name}_n"],
+                    "exact_share": round(kept[f"{name}_EM"] / 100, 4),
+                    "exact_share_by_group": {
+                        g: round(v / 100, 4) for g, v in kept[f"{name}_EM_by_group"].items()
+                    },
+                }
+    return probe

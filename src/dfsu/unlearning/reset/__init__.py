@@ -69,8 +69,8 @@ def reset_material(
     """What localizing and repairing read, all data-free for ``loop``: the (text before, value)
     pairs (``edit.forget_pairs``) and their rows, the values found, the public blocks, the own
     samples' recited runs and the ids given no mass (the scrub's tokens of the values)."""
+    from dfsu.unlearning.copy_data import scrubbed_ids
     from dfsu.unlearning.edit import forget_rows
-    from dfsu.unlearning.undo import scrubbed_ids
 
     uu = cfg.unlearning.undo
     public = owner.public_texts()
@@ -120,7 +120,7 @@ def _own_samples(
     PII the annotator spotted in the rest, the kept ones' rows that recite and their marks
     (``undo.recited_runs``), how many were drawn)."""
     from dfsu.evaluation.sampler import unprompted_samples
-    from dfsu.unlearning.undo import (
+    from dfsu.unlearning.copy_data import (
         SAMPLE_SEED,
         SAMPLE_TOP_P,
         recited_runs,
