@@ -21,17 +21,15 @@ UNLEARNED = (
     | {"dfsu-loop": ("pscu", "loop"), "distill-loop": ("distill", "loop")}
     # rmu: representation misdirection, data-free on what the loop confirms, and its twin
     | {"rmu-loop": ("rmu", "loop"), "rmu-oracle": ("rmu", "oracle")}
-    # edit: closed-form edits of the values the leak estimate confirms, and its twin
-    | {"edit": ("edit", "loop"), "edit-oracle": ("edit", "oracle")}
-    # revs: rank edits of the neurons that write the values the leak estimate confirms, and
-    # its twin
-    | {"revs": ("revs", "loop"), "revs-oracle": ("revs", "oracle")}
-    # undo: a shrunk copy distilled from the model; data-free (the values the leak estimate
-    # confirms keep recitations out) and its oracle twin (the true values do)
-    | {"undo": ("undo", "loop"), "undo-oracle": ("undo", "oracle")}
-    # reset: what holds the values the leak estimate confirms (their own token rows, the MLP
-    # neurons scored highest) reset and repaired, the owner's weights kept elsewhere; its twin
-    | {"reset": ("reset", "loop"), "reset-oracle": ("reset", "oracle")}
+    # a method that trains no adapter (edit, revs, undo, reset, a plug-in's): its row on what
+    # the leak estimate confirms, and its oracle twin on the true values
+    | {
+        row: (m.name, data)
+        for m in METHODS.values()
+        if not m.adapters
+        for row, data in ((m.row, "loop"), (f"{m.row}-oracle", "oracle"))
+        if data in m.data
+    }
 )
 SOURCE_ROWS = [f"dfsu-{s}" for s in SOURCES]  # pscu on the pseudo-PII of another source
 # retrain: the target's recipe without the private records, the gold standard every row is
