@@ -357,7 +357,7 @@ def test_forget_refuses_a_foreign_out_directory_and_unknown_methods(tmp_path, ca
 
 
 def test_the_probe_in_words_says_what_came_back_and_nothing_without_a_probe():
-    from dfsu.owner.report import probe_words
+    from dfsu.owner.leak import probe_words
 
     before = {"prefixes": 12, "values": 20, "given_back": 17, "hit_pct": 55.04}
     after = {"prefixes": 12, "values": 20, "given_back": 2, "hit_pct": 3.0}
@@ -378,7 +378,7 @@ def test_the_probe_in_words_says_what_came_back_and_nothing_without_a_probe():
 
 def test_the_own_samples_rise_is_the_median_per_sample_ratio_and_graded_on_the_bound():
     from dfsu.owner.page import verdict_rows
-    from dfsu.owner.report import own_samples_view
+    from dfsu.owner.perplexity import own_samples_view
 
     before = {"drawn": 8, "nll": [1.0] * 5}
     # three samples 5 % likelier to be written before, two the unlearning made 20x less likely
@@ -430,7 +430,7 @@ def _own_rows(verdict_rows, summary, own):
 def test_the_report_documents_perplexity_is_read_against_the_bound_in_words():
     # catches: a bound reported "within" from the check documents while the held-out report
     # documents rose past it (a Llama target: +11.4 % under a +10 % bound)
-    from dfsu.owner.report import perplexity_view
+    from dfsu.owner.perplexity import perplexity_view
 
     past = perplexity_view(100, 435.4, 485.0, 0.10, 50)
     assert not past["within_bound"] and past["ratio"] == pytest.approx(1.1139, abs=1e-4)
@@ -445,8 +445,8 @@ def test_the_depth_words_and_rows_say_when_the_tokenizer_alone_spells_the_values
     # catches: the tokenizer's reading dropped from the words or the table, read from the
     # model as given instead of the one handed back, or counted into "still inside the model"
     # (no weight update reaches the vocabulary)
-    from dfsu.owner.depth import depth_view
     from dfsu.owner.depth import depth_rows as _depth_rows
+    from dfsu.owner.depth import depth_view
 
     def measured(middle, auc, spelled):
         lens = {"top": 10, "tokens": 40, "middle": middle, "layers": [middle, 1.0]}

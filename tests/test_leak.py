@@ -192,7 +192,7 @@ def test_found_prefixes_take_the_text_before_the_first_value_not_handed_in():
 
 
 def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
-    from dfsu.owner.report import leak_words
+    from dfsu.owner.leak import leak_words
 
     free = {"samples": 256, "with_pii": 0, "prompts": 0, "confirmed": 0}
     blind = {"consistent": 0, "sources": {"shapes": {"prompts": 8, "confirmed": 0}, "free": free}}
@@ -210,7 +210,7 @@ def test_the_owner_summary_never_claims_a_reduction_it_cannot_see():
 
 
 def test_the_owner_summary_says_when_the_fall_may_be_collapse():
-    from dfsu.owner.report import COLLAPSE_SHOWN, leak_words
+    from dfsu.owner.leak import COLLAPSE_SHOWN, leak_words
 
     sources = {"shapes": {"prompts": 8, "confirmed": 4}}
     before = {"consistent": 213, "degenerate": 0.0, "sources": sources}
@@ -310,7 +310,7 @@ def test_a_replayed_probe_counts_values_given_back_at_their_own_prefix_and_the_h
 def test_the_owner_summary_says_when_the_fall_may_be_nonsense():
     """With the garbled share measured, the clause reads it (a model writing word-piece soup
     has no degenerate sample and gives no value back)."""
-    from dfsu.owner.report import COLLAPSE_SHOWN, leak_words
+    from dfsu.owner.leak import COLLAPSE_SHOWN, leak_words
 
     sources = {"shapes": {"prompts": 8, "confirmed": 4}}
     before = {"consistent": 213, "degenerate": 0.0, "garbled": 1.0, "sources": sources}

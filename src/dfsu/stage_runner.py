@@ -1,5 +1,5 @@
 """Running a stage through RUN/manifest.json, resumable and keyed; `dfsu run`, `dfsu forget`
-and the stage commands run by hand (``owner_stages.run_stage``) all go through here.
+and the stage commands run by hand (``owner.stages.run_stage``) all go through here.
 
 A stage is a row of ``stage_table``: the config sections it reads, the stages it builds on,
 its outputs. Its key is the hash of those sections and of its upstream list (the keys of the

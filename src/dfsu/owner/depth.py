@@ -1,13 +1,16 @@
 """The owner's depth reading as one unit: are the found values still inside the model, or
 only hidden at its output? The measure itself is ``evaluation.depth.owner_depth`` (the logit
 lens and two-sided membership over the values the model as given gave back, and what the
-tokenizer alone spells); here its view in words (``depth_view``, in summary.json) and its
-verdict rows (``depth_rows``, the terminal and the page), pure functions of its figures."""
+tokenizer alone spells); here the measure (``depth_reading``), its view in words
+(``depth_view``, in summary.json) and its verdict rows (``depth_rows``, the terminal and the
+page), pure functions of its figures."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from dfsu.boundary import Owner
+from dfsu.owner.baseline import AsGiven
 from dfsu.owner.grades import BAD, GOOD, MIXED, row
 
 # The owner's depth measures read "still inside" at or above these (the evaluator's, on the
@@ -18,6 +21,18 @@ HELD_LENS = 0.5  # the middle layer's lens share, as a fraction of the model as 
 # The tokenizer alone (``depth.owner_tokenizer``) reads the found values apart at or above this
 # (the simulation's unknown-shapes targets 86-89, their retrains' own tokenizers 47-52).
 SPELLED_AUC = 65.0
+
+
+def depth_reading(
+    cfg: Any, owner: Owner, model: Any, tokenizer: Any, given: AsGiven, device: Any
+) -> dict[str, Any]:
+    """The measure: the logit lens and two-sided membership over the values the model as given
+    gave back (``given.contexts``, against values of the owner's swap pool), and what the
+    tokenizer alone spells (``evaluation.depth.owner_depth``)."""
+    from dfsu.evaluation.depth import owner_depth
+
+    pool, batch = owner.swap_pool(), cfg.evaluation.batch_size
+    return owner_depth(model, tokenizer, given.contexts, pool, cfg.seed, batch, device)
 
 
 def depth_view(before: Any, after: Any) -> dict[str, Any] | None:

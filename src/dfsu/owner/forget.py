@@ -1,7 +1,7 @@
 """`dfsu forget`: the model owner's command. A local causal LM in, the same model with the PII
 it leaks unlearned out; nothing else is read but public text.
 
-The stages are those the simulation's data-free rows run (``owner_stages``, through
+The stages are those the simulation's data-free rows run (``owner.stages``, through
 ``stage_runner.Stages``: resumable, keyed by the stage table), around the owner's model
 directory instead of a sealed copy: the owner's public text and swap pool (OUT/sealed), the
 tagger, then the method (default: a new model distilled from the owner's on its public text
@@ -13,7 +13,7 @@ neither trained nor selected anything. Nothing here imports the simulation.
 
 OUT/merged (safetensors + tokenizer), OUT/adapter (PEFT; the LoRA methods, not ``undo``),
 OUT/summary.json and OUT/report.html
-(``forget_report``); the work in OUT/sealed, OUT/tagger, OUT/pseudo, OUT/unlearned, OUT/eval;
+(``report``, ``page``); the work in OUT/sealed, OUT/tagger, OUT/pseudo, OUT/unlearned, OUT/eval;
 all owner-only.
 """
 
@@ -33,8 +33,10 @@ from dfsu.components.layout import Layout, layout_of, write_like
 from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.files import atomic_write_json, staged_dir
+from dfsu.owner.attacks import measure_attacks
+from dfsu.owner.baseline import AsGiven
 from dfsu.owner.checks import check_checkpoint, check_model_dir, check_owner_files
-from dfsu.owner.measures import AsGiven, measure, measure_attacks
+from dfsu.owner.measures import measure
 from dfsu.owner.page import write_forget_report
 from dfsu.owner.report import forget_summary
 from dfsu.owner.stages import stage_names

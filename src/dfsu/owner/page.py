@@ -7,116 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dfsu.owner.attacks import attack_rows
 from dfsu.owner.depth import depth_rows
-from dfsu.owner.grades import BAD, GOOD, MIXED, fall_grade, row
-from dfsu.owner.report import COLLAPSE_SHOWN, LOST_SHOWN, searched_words
+from dfsu.owner.leak import leak_rows, searched_words
+from dfsu.owner.perplexity import own_samples_rows, perplexity_row
+from dfsu.owner.recitation import LOST_SHOWN, recitation_rows
 
 
 def verdict_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
     """forget's verdict, one row per measure: what it is, before, after, a short reading and a
     grade (good / mixed / bad), for the terminal and the top of the report (pure)."""
     return [
-        *_leak_rows(summary["leak"]),
-        *_recitation_rows(summary.get("recitation")),
-        _perplexity_row(summary),
-        *_own_samples_rows(summary.get("own_samples"), summary),
+        *leak_rows(summary["leak"]),
+        *recitation_rows(summary.get("recitation")),
+        perplexity_row(summary),
+        *own_samples_rows(summary.get("own_samples"), summary),
         *depth_rows(summary.get("depth")),
-        *_attack_rows(summary["leak"]["after"]["consistent"], summary.get("attacks")),
+        *attack_rows(summary["leak"]["after"]["consistent"], summary.get("attacks")),
     ]
-
-
-def _leak_rows(leak: dict[str, Any]) -> list[dict[str, str]]:
-    b, a = leak["before"]["consistent"], leak["after"]["consistent"]
-    name = "values given back (leak)"
-    if not b:
-        return [row(name, "0", str(a), "none found: nothing to judge", MIXED)]
-    rows = [row(name, str(b), str(a), f"{100 * (a - b) / b:+.0f} %", fall_grade(b, a))]
-    probe = leak.get("probe") or {}
-    pb, pa = probe.get("before"), probe.get("after")
-    if not (pb and pa and pb["values"]):
-        return rows
-    hb, ha = pb["hit_pct"], pa["hit_pct"]
-    rows.append(
-        row(
-            "samples giving them back",
-            f"{hb:.1f} %",
-            f"{ha:.1f} %",
-            "where it leaked",
-            fall_grade(hb, ha),
-        )
-    )
-    if pb.get("garbled") is not None and pa.get("garbled") is not None:
-        gb, ga = pb["garbled"], pa["garbled"]
-        grade = BAD if ga >= COLLAPSE_SHOWN and ga > gb else MIXED if ga > gb + 5 else GOOD
-        reading = "nonsense there" if grade != GOOD else "fluent"
-        rows.append(row("garbled samples there", f"{gb:.1f} %", f"{ga:.1f} %", reading, grade))
-    return rows
-
-
-def _recitation_rows(recitation: dict[str, Any] | None) -> list[dict[str, str]]:
-    if not recitation or not recitation["before"]["report"]["texts"]:
-        return []
-    rb, ra = recitation["before"]["report"], recitation["after"]["report"]
-    kept = ra["exact"] / rb["exact"] if rb["exact"] else 0.0
-    grade = GOOD if kept >= 0.8 else BAD if kept < 0.5 else MIXED
-    return [
-        row(
-            "PII-free texts recited",
-            f"{rb['exact']:.0f} %",
-            f"{ra['exact']:.0f} %",
-            f"of {rb['texts']} texts",
-            grade,
-        )
-    ]
-
-
-def _perplexity_row(summary: dict[str, Any]) -> dict[str, str]:
-    ppl = summary["perplexity"]
-    bound = summary["settings"]["unlearning"]["max_ppl_increase"]
-    return row(
-        "perplexity (held-out)",
-        f"{ppl['before']:.3f}",
-        f"{ppl['after']:.3f}",
-        f"{100 * (ppl['ratio'] - 1):+.1f} % (bound +{bound:.0%})",
-        GOOD if ppl["within_bound"] else BAD,
-    )
-
-
-def _own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> list[dict]:
-    if not own:
-        return []
-    bound = 100 * summary["settings"]["unlearning"]["max_ppl_increase"]
-    rise = own["median_rise_pct"]
-    grade = GOOD if rise <= bound else BAD if rise > 2 * bound else MIXED
-    reading = f"median rise (bound +{bound:.0f}%)"  # of paired ratios: no before and after
-    return [
-        row(
-            "perplexity (own samples)",
-            f"{own['texts']} texts",
-            f"{rise:+.1f} %",
-            reading,
-            grade,
-        )
-    ]
-
-
-def _attack_rows(after: int, attacks: dict[str, dict] | None) -> list[dict[str, str]]:
-    from dfsu.evaluation.verdicts import LOST_SHARE
-
-    rows = []
-    for label, attack in (attacks or {}).items():
-        share = attack["returned_pct"]
-        grade = GOOD if attack["survived"] else MIXED if share <= LOST_SHARE else BAD
-        rows.append(
-            row(
-                f"after {label}",
-                str(after),
-                str(attack["consistent"]),
-                f"{share:.0f} % of the fall undone",
-                grade,
-            )
-        )
-    return rows
 
 
 def headline(summary: dict[str, Any]) -> str:

@@ -1,0 +1,140 @@
+"""What the model keeps, read on text, as one unit of `dfsu forget`: its perplexity on the
+held-out public documents against the bound (``perplexity_view``, ``perplexity_row``), and on
+the model as given's own PII-free samples, sample by sample (``own_samples``, measured;
+``own_samples_view``, ``own_samples_rows``)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from dfsu.boundary import Owner
+from dfsu.owner.baseline import AsGiven
+from dfsu.owner.grades import BAD, GOOD, MIXED, row
+
+OWN_SEED = 23  # the own samples' draw: seeded from the run's seed plus this
+
+
+OWN_TOKENS = 64
+
+
+def own_samples(
+    cfg: Any, owner: Owner, model: Any, tokenizer: Any, device: Any, given: AsGiven, as_given: bool
+) -> dict[str, Any] | None:
+    """Each of the model as given's unprompted samples the annotator finds no PII in (drawn
+    once per process, kept in ``given``; by ``model`` itself when it is the model as given),
+    read by ``model``: its mean token NLL per sample (``own_samples_view``
+    compares two models sample by sample); None when ``leak.own_samples`` is 0."""
+    from dfsu.components.models import held_dtype, load_causal_lm
+    from dfsu.evaluation.sampler import unprompted_samples
+    from dfsu.evaluation.utility import suffix_nll
+    from dfsu.pii.annotators import pii_free
+
+    n = cfg.leak.own_samples
+    if not n:
+        return None
+    if given.own is None:
+        held = held_dtype(cfg.runtime.dtype, device, owner.model)
+        sampler, sampler_tokenizer = (
+            (model, tokenizer) if as_given else load_causal_lm(owner.model, dtype=held)
+        )
+        sampler.to(device).eval()
+        seed = cfg.seed + OWN_SEED
+        drawn = unprompted_samples(sampler, sampler_tokenizer, n, OWN_TOKENS, 0.95, seed, device)
+        given.own = (len(drawn), pii_free(cfg, owner.root, drawn))
+        del sampler
+    drawn, texts = given.own
+    nll = suffix_nll(model, tokenizer, [("", text) for text in texts], device=device)
+    return {"drawn": drawn, "nll": nll}
+
+
+def own_samples_view(before: Any, after: Any, bound: float) -> dict[str, Any] | None:
+    """The model as given's own PII-free samples read by it and by the unlearned model (each
+    sample's mean token NLL, ``own_samples``), in words (pure): the median over samples
+    of the perplexity ratio and its quartiles; None when not measured or no sample was
+    PII-free. What the model writes by itself reaches past the public text: on a tiny target
+    the undo copy read +11.6 % here where the held-out documents read +3.1 % (the truth +7.7 %,
+    NLI 100 -> 86.4; docs/history.md)."""
+    if not before or not after or not before["nll"]:
+        return None
+    rises = [a - b for b, a in zip(before["nll"], after["nll"], strict=True)]
+    quartiles = statistics.quantiles(rises, n=4) if len(rises) > 1 else rises * 3
+    rise = math.exp(statistics.median(rises)) - 1
+    texts, within = len(rises), rise <= bound + 1e-6
+    words = (
+        f"own samples: on the {texts} of {before['drawn']} unprompted samples of the model as "
+        f"given with no PII found, the median perplexity rise is {100 * rise:+.1f} %"
+        + ("" if within else f", past the +{bound:.0%} the held-out documents are held to")
+    )
+    return {
+        "texts": texts,
+        "drawn": before["drawn"],
+        "median_ppl_before": round(math.exp(statistics.median(before["nll"])), 4),
+        "median_ppl_after": round(math.exp(statistics.median(after["nll"])), 4),
+        "median_rise_pct": round(100 * rise, 2),
+        "quartiles_pct": [round(100 * (math.exp(quartiles[i]) - 1), 2) for i in (0, 2)],
+        "within_bound": within,
+        "words": words,
+    }
+
+
+def perplexity_view(
+    documents: int, before: float, after: float, bound: float, check_documents: int
+) -> dict[str, Any]:
+    """The perplexity on the held-out report documents before and after, read against the
+    bound the kept round was chosen by on other documents (``bound``: the allowed relative
+    rise), in words (pure). A rise past it is said plainly: the check documents held the
+    bound, these did not (a Llama target: +11.4 % here while its check documents read
+    within +10 %)."""
+    ratio = after / before
+    within = ratio <= 1 + bound + 1e-6
+    rise = f"{100 * (ratio - 1):+.1f} %"
+    if within:
+        verdict = f"{rise}, within the +{bound:.0%} bound"
+    else:
+        verdict = (
+            f"{rise}: PAST the +{bound:.0%} bound, which only the {check_documents} check "
+            "documents the kept round was chosen on held"
+        )
+    return {
+        "documents": documents,
+        "before": before,
+        "after": after,
+        "ratio": round(ratio, 4),
+        "within_bound": within,
+        "words": (
+            f"perplexity on {documents} held-out public documents (none chose the kept round) "
+            f"{before:.3f} -> {after:.3f} ({verdict})"
+        ),
+    }
+
+
+def perplexity_row(summary: dict[str, Any]) -> dict[str, str]:
+    ppl = summary["perplexity"]
+    bound = summary["settings"]["unlearning"]["max_ppl_increase"]
+    return row(
+        "perplexity (held-out)",
+        f"{ppl['before']:.3f}",
+        f"{ppl['after']:.3f}",
+        f"{100 * (ppl['ratio'] - 1):+.1f} % (bound +{bound:.0%})",
+        GOOD if ppl["within_bound"] else BAD,
+    )
+
+
+def own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> list[dict]:
+    if not own:
+        return []
+    bound = 100 * summary["settings"]["unlearning"]["max_ppl_increase"]
+    rise = own["median_rise_pct"]
+    grade = GOOD if rise <= bound else BAD if rise > 2 * bound else MIXED
+    reading = f"median rise (bound +{bound:.0f}%)"  # of paired ratios: no before and after
+    return [
+        row(
+            "perplexity (own samples)",
+            f"{own['texts']} texts",
+            f"{rise:+.1f} %",
+            reading,
+            grade,
+        )
+    ]
