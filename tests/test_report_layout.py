@@ -193,7 +193,7 @@ def test_forgets_terminal_verdict_fits_one_screen(capsys):
 
 
 def test_what_the_report_shows_masks_every_word_no_public_text_holds():
-    from dfsu.owner.baseline import unknown_masked
+    from dfsu.owner.leak import unknown_masked
 
     public = {"login", "alert", "user", "from"}
     got = unknown_masked("Login alert: user hilarykelly from 10.0.0.1", public)

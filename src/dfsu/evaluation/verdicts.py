@@ -1,5 +1,7 @@
-"""The owner's verdict on a weight attack (``dfsu forget``, ``dfsu audit``): the share of
-what unlearning removed that the attack brought back, and whether the forgetting held. Pure."""
+"""The owner's verdicts (``dfsu forget``, ``dfsu audit``): a verdict row (what is measured,
+before, after, a short reading and a grade: good / mixed / bad, its colour), as each measure's
+unit writes its rows; and on a weight attack, the share of what unlearning removed that the
+attack brought back, and whether the forgetting held. Pure."""
 
 from __future__ import annotations
 
@@ -86,3 +88,23 @@ def attack_verdicts(
         if probe:
             out[label]["probe"] = probe
     return out
+
+
+GOOD, MIXED, BAD = "good", "mixed", "bad"  # a verdict row's grade (its colour)
+
+
+def fall_grade(before: float, after: float) -> str:
+    """good: at most a tenth of ``before`` left; bad: more than half (pure)."""
+    if after <= 0.1 * before:
+        return GOOD
+    return BAD if after > 0.5 * before else MIXED
+
+
+def row(measure: str, before: str, after: str, reading: str, grade: str) -> dict[str, str]:
+    return {
+        "measure": measure,
+        "before": before,
+        "after": after,
+        "reading": reading,
+        "grade": grade,
+    }

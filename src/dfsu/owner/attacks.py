@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from dfsu.boundary import Owner
+from dfsu.evaluation.verdicts import BAD, GOOD, MIXED, row
 from dfsu.files import atomic_write_json
-from dfsu.owner.baseline import AsGiven, as_given_probe
-from dfsu.owner.grades import BAD, GOOD, MIXED, row
+from dfsu.owner.leak import AsGiven, as_given_probe
 
 
 def measure_attacks(

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from dfsu.boundary import Owner
-from dfsu.owner.baseline import AsGiven
-from dfsu.owner.grades import BAD, GOOD, MIXED, row
+from dfsu.evaluation.verdicts import BAD, GOOD, MIXED, row
+from dfsu.owner.leak import AsGiven
 
 # The owner's depth measures read "still inside" at or above these (the evaluator's, on the
 # true records: a retrain that never saw them reads lens middle 5.5 % and AUC 50; every

@@ -34,8 +34,8 @@ from dfsu.config import SOURCES, RunConfig
 from dfsu.errors import DfsuError
 from dfsu.files import atomic_write_json, staged_dir
 from dfsu.owner.attacks import measure_attacks
-from dfsu.owner.baseline import AsGiven
 from dfsu.owner.checks import check_checkpoint, check_model_dir, check_owner_files
+from dfsu.owner.leak import AsGiven
 from dfsu.owner.measures import measure
 from dfsu.owner.page import write_forget_report
 from dfsu.owner.report import forget_summary

@@ -1,14 +1,73 @@
-"""The leak estimate and its probe as one unit of `dfsu forget`: the examples of what the
-model writes where the model as given leaked (``probe_examples``, masked), the estimate and
-the probe in words (``leak_summary``: ``leak_words``, ``probe_words``) and their verdict rows
-(``leak_rows``). The draws themselves: ``evaluation.leak`` and ``evaluation.probe``."""
+"""The leak estimate and its probe as one unit of `dfsu forget`: the model as given's
+baselines, drawn once per process and read by every measure (``AsGiven``: the values it gives
+back on the report draw, ``as_given_probe``; what it recites, its own samples, the public
+text's words, ``public_words``; never written: OUT holds no leaked value in the clear), the
+examples of what a model writes where the model as given leaked (``probe_examples``, masked:
+``unknown_masked``), the estimate and the probe in words (``leak_summary``: ``leak_words``,
+``probe_words``) and their verdict rows (``leak_rows``). The draws themselves:
+``evaluation.leak`` and ``evaluation.probe``."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
-from dfsu.owner.baseline import unknown_masked
-from dfsu.owner.grades import BAD, GOOD, MIXED, fall_grade, row
+from dfsu.boundary import Owner
+from dfsu.evaluation.verdicts import BAD, GOOD, MIXED, fall_grade, row
+
+
+@dataclass
+class AsGiven:
+    """The model as given's baselines, drawn once per process, read by every measure."""
+
+    probe: list | None = None  # the values it gave back on the report draw, with prefixes
+    contexts: list | None = None  # the text each came back after (the depth reading's)
+    recited: Any = None  # what it recites word for word (``evaluation.recitation``)
+    own: tuple[int, list[str]] | None = None  # its unprompted samples: drawn, PII-free ones
+    public_words: set[str] | None = None  # every word of the owner's public text, lower case
+
+
+# a word, with the punctuation inside values (10.0.0.1, a@b.io, +1-555-0100, 12:30) kept in it
+WORD = re.compile(r"\w(?:[\w.@:+/-]*\w)?")
+
+
+def public_words(owner: Owner, given: AsGiven) -> set[str]:
+    """Every word of the owner's public text, lower case (once per process)."""
+    if given.public_words is None:
+        texts = owner.public_texts() + owner.report_texts()
+        given.public_words = {w.lower() for t in texts for w in WORD.findall(t)}
+    return given.public_words
+
+
+def unknown_masked(text: str, words: set[str] | None) -> str:
+    """``text`` with every word not in ``words`` masked (``pii.redact.mask_value``); None
+    masks nothing (pure). A value the annotator missed is a word no public text holds."""
+    from dfsu.pii.redact import mask_value
+
+    if words is None:
+        return text
+    return WORD.sub(lambda m: m[0] if m[0].lower() in words else mask_value(m[0]), text)
+
+
+def as_given_probe(meter: Any, owner: Owner, device: Any, given: AsGiven, draw: Any = None) -> list:
+    """The values the model as given gave back on the report draw, with their prefixes (and,
+    in ``given.contexts``, the text each came back after): from ``draw`` (its own, just
+    made) or ``given`` (this process's earlier measurement), else drawn now. Never written:
+    OUT holds no leaked value in the clear."""
+    from dfsu.components.models import held_dtype, load_causal_lm
+    from dfsu.evaluation.depth import value_contexts
+    from dfsu.evaluation.probe import value_prompts
+
+    if given.probe is None:
+        if draw is None:
+            held = held_dtype(meter.cfg.runtime.dtype, device, owner.model)
+            model, tokenizer = load_causal_lm(owner.model, dtype=held)
+            draw = meter(model.to(device).eval(), tokenizer, device)
+        given.probe = value_prompts(draw, meter.cfg.leak.min_count)
+        given.contexts = value_contexts(draw, meter.cfg.leak.min_count)
+    return given.probe
+
 
 EXAMPLES = 4  # probe prefixes shown in the report, before and after
 

@@ -1,7 +1,7 @@
 """`dfsu forget`'s measures of one model -> OUT/eval/<model>.json: each unit's measure (the
 leak estimate and the probe: ``leak``; the depth reading: ``depth``; what it recites:
 ``recitation``; perplexity and its own samples: ``perplexity``), read against the model as
-given's baselines (``baseline.AsGiven``, drawn once per process, never written). Each unit
+given's baselines (``leak.AsGiven``, drawn once per process, never written). Each unit
 holds its measure, its words and its verdict rows; the attacks' measure is ``attacks``."""
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from typing import Any
 
 from dfsu.boundary import Owner
 from dfsu.files import atomic_write_json
-from dfsu.owner.baseline import AsGiven, as_given_probe, public_words
 from dfsu.owner.depth import depth_reading
-from dfsu.owner.leak import probe_examples
+from dfsu.owner.leak import AsGiven, as_given_probe, probe_examples, public_words
 from dfsu.owner.perplexity import own_samples
 from dfsu.owner.recitation import recitation_retention
 
@@ -22,7 +21,7 @@ def measure(
     cfg: Any, owner: Owner, model_dir: Path, path: Path, show_pii: bool, given: AsGiven
 ) -> None:
     """One model's measures -> ``path``: the leak estimate (report draw) and the probe
-    replayed (``baseline.as_given_probe``), the depth reading, the recitations kept, the
+    replayed (``leak.as_given_probe``), the depth reading, the recitations kept, the
     perplexity on the held-out report documents, the own samples, and the share of the draw's
     samples (and of the probe's replayed ones, where the model as given leaked) that the model
     as given finds garbled (``evaluation.garbled``)."""

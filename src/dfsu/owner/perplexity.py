@@ -10,8 +10,8 @@ import statistics
 from typing import Any
 
 from dfsu.boundary import Owner
-from dfsu.owner.baseline import AsGiven
-from dfsu.owner.grades import BAD, GOOD, MIXED, row
+from dfsu.evaluation.verdicts import BAD, GOOD, MIXED, row
+from dfsu.owner.leak import AsGiven
 
 OWN_SEED = 23  # the own samples' draw: seeded from the run's seed plus this
 

@@ -9,8 +9,8 @@ import math
 from typing import Any
 
 from dfsu.boundary import Owner
-from dfsu.owner.baseline import AsGiven, unknown_masked
-from dfsu.owner.grades import BAD, GOOD, MIXED, row
+from dfsu.evaluation.verdicts import BAD, GOOD, MIXED, row
+from dfsu.owner.leak import AsGiven, unknown_masked
 
 
 def recitation_retention(

@@ -141,7 +141,6 @@ class Tagger:
 
 def training_records(tc: TaggerConfig) -> tuple[list[PiiRecord], list[PiiRecord]]:
     """(training records, held-out-shape records): public synthetic PII only."""
-    from dfsu.pii.reader import load_records
     from dfsu.pii.tagger.data import (
         HELDOUT_SHAPES,
         general_negatives,
@@ -165,6 +164,8 @@ def training_records(tc: TaggerConfig) -> tuple[list[PiiRecord], list[PiiRecord]
         scatter_share=tc.scatter_share,
     )
     for path in tc.extra_records or []:
+        from dfsu.pii.reader import load_records
+
         train += load_records(path, limit=tc.extra_limit, skip_invalid=True)
     train += general_negatives(tc.negatives, tc.seed)
     heldout = make_records(
