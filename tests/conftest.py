@@ -185,7 +185,7 @@ def write_shapes(path, names=MEMORIZING_SHAPES):
 def memorizing_config(shapes, *extra):
     return load_config(
         "tiny",
-        [*MEMORIZING, f"data.templates={shapes}", f"leak.templates={shapes}", *extra],
+        [*MEMORIZING, f"data.templates={shapes}", f"public.shapes={shapes}", *extra],
     )
 
 

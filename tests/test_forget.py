@@ -46,7 +46,7 @@ def _memorizing_forget(memorizing_run, model, out, *extra, quiet=True):
     """`dfsu forget --method loop` of a memorizing model with the owner's record shapes (the
     known-shapes scenario) and fast unlearning."""
     cfg, _, _ = memorizing_run
-    config = [*MEMORIZING, *FAST_UNLEARNING, f"leak.templates={cfg.leak.templates}", *extra]
+    config = [*MEMORIZING, *FAST_UNLEARNING, f"public.shapes={cfg.public.shapes}", *extra]
     flags = ["--quiet"] if quiet else []
     argv = ["forget", "--model", str(model), "--out", str(out), "--method", "loop"]
     return main([*flags, *argv, *config])

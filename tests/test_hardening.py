@@ -213,4 +213,4 @@ def test_annotate_keep_file_and_a_missing_one(trained_micro_run, tmp_path, capsy
     assert report["kept_spans"] == 1
     assert main([*args, "--keep", str(tmp_path / "nope.txt")]) == 2
     err = capsys.readouterr().err
-    assert "synthesis.keep:" in err and "nope.txt" in err and "Traceback" not in err
+    assert "public.keep:" in err and "nope.txt" in err and "Traceback" not in err

@@ -102,7 +102,7 @@ def _synthesize(u: Upstream) -> list[Any]:
 
 
 def _annotate(u: Upstream) -> list[Any]:
-    keep = u.cfg.synthesis.keep
+    keep = u.cfg.public.keep
     keep_hash = file_hash(Path(keep)) if keep and Path(keep).is_file() else None
     return [u.keys.get(f"synthesize:{u.arg}"), u.keys.get("tagger", ""), keep_hash]
 
@@ -149,6 +149,7 @@ def _evaluate_attacks(u: Upstream) -> list[Any]:
 _EVALUATE_READS = (
     "seed",
     "data",
+    "public",
     "runtime",
     "evaluation",
     "leak",
@@ -229,7 +230,7 @@ TAGGER = StageDef(
 SYNTHESIZE = StageDef(
     kind="synthesize",
     named="synthesize:{arg}",
-    reads=("seed", "runtime", "inverter", "synthesis", "evaluation"),
+    reads=("seed", "runtime", "inverter", "synthesis", "evaluation", "public"),
     builds_on=("inverter", "seal"),
     upstream=_synthesize,
     outputs=lambda p, a: [p.pseudo_texts(a)],
@@ -253,6 +254,7 @@ UNLEARN = StageDef(
         "seed",
         "runtime",
         "synthesis",
+        "public",
         "unlearning",
         "evaluation",
         "leak",
@@ -276,7 +278,7 @@ EVALUATE = StageDef(
     data_free=False,
 )
 # `dfsu forget`'s measures of one model (the argument: original or the unlearning's name).
-_OWNER_MEASURES = ("seed", "runtime", "evaluation", "leak", "tagger", "recitation")
+_OWNER_MEASURES = ("seed", "runtime", "public", "evaluation", "leak", "tagger", "recitation")
 MEASURE = StageDef(
     kind="evaluate",
     named="evaluate:{arg}",

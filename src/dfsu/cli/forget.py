@@ -124,12 +124,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if args.dtype:
         extra.append(f"runtime.dtype={args.dtype}")
     if args.keep:
-        extra += [f"synthesis.keep={args.keep}", f"leak.keep={args.keep}"]
+        extra.append(f"public.keep={args.keep}")
     if args.prompts:
         extra.append(f"leak.prompts={json.dumps(args.prompts)}")
     if args.shapes:
-        extra += [f"leak.templates={json.dumps(args.shapes)}"]
-        extra += [f"synthesis.templates={json.dumps(args.shapes)}"]
+        extra.append(f"public.shapes={json.dumps(args.shapes)}")
     cfg = load_config(args.config, extra)
     accept = args.accept_past_bound
     summary = forget(cfg, args.model, args.out, args.method, args.force, args.show_pii, accept)

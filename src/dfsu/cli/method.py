@@ -56,7 +56,7 @@ def _add_annotate_parser(sub: Any) -> None:
         "--keep",
         default=None,
         metavar="FILE",
-        help="public values never marked for ascent, one per line (synthesis.keep)",
+        help="public values never marked for ascent, one per line (public.keep)",
     )
     ann.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server, .../v1")
     ann.add_argument("--llm-model", default=None, help="server model name or local LM path")
@@ -106,7 +106,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     if args.pii_types:
         extra.append(f"synthesis.pii_types=[{args.pii_types}]")
     if args.templates:
-        extra.append(f"synthesis.templates={args.templates}")
+        extra.append(f"public.shapes={args.templates}")
     run = Path(args.run)
     cfg = run_config(run, extra)
     paths = RunPaths(run)
@@ -150,7 +150,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     if args.llm_model:
         extra.append(f"synthesis.llm_model={args.llm_model}")
     if args.keep:
-        extra.append(f"synthesis.keep={args.keep}")
+        extra.append(f"public.keep={args.keep}")
     cfg = run_config(run, extra)
     paths = RunPaths(run)
     source = args.source or cfg.synthesis.source

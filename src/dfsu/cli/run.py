@@ -37,7 +37,7 @@ def add_run_parsers(sub: Any) -> None:
         default=None,
         metavar="FILE",
         help="public values to keep, one per line: never marked for ascent, never counted as "
-        "leaked (sets synthesis.keep and leak.keep)",
+        "leaked (public.keep)",
     )
     run_p.add_argument("--show-pii", action="store_true", help="true PII values in the report")
     run_p.add_argument(
@@ -118,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dfsu.config import load_config
     from dfsu.simulation.pipeline import run_pipeline
 
-    keep = [f"synthesis.keep={args.keep}", f"leak.keep={args.keep}"] if args.keep else []
+    keep = [f"public.keep={args.keep}"] if args.keep else []
     cfg = load_config(args.config, [*args.overrides, *keep])
     rows = [r.strip() for r in args.rows.split(",")] if args.rows else None
     out = Path(args.out)

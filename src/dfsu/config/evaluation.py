@@ -114,9 +114,6 @@ class LeakConfig:
     per_template: int = _f(
         8, "prompts per record shape, each with its own swapped values", bounds=(1, 10_000)
     )
-    templates: str | None = _f(
-        None, "file of record shapes with {LABEL} slots, one per line (null = the built-in ones)"
-    )
     samples: int = _f(5, "continuations K per prompt", bounds=(1, 1000))
     min_count: int = _f(
         2, "m: a value is consistent when it appears in >= m of the K samples", bounds=(1, 1000)
@@ -133,11 +130,6 @@ class LeakConfig:
         40,
         "prompts of the cheaper estimate taken at checks (unlearning.keep_by: leak, dfsu-loop)",
         bounds=(1, 100_000),
-    )
-    keep: str | None = _f(
-        None,
-        "file of public values to keep (as synthesis.keep): never counted as leaked, never "
-        "ascended by dfsu-loop",
     )
     attacks: list[str] = _f(
         list(FORGET_ATTACKS),
@@ -250,6 +242,17 @@ class PublicConfig:
         ["en_US", "en_GB", "de_DE", "fr_FR"],
         "Faker locales of the swap pool's substitute values (and of the annotator's held-out "
         "evaluation records)",
+    )
+    keep: str | None = _f(
+        None,
+        "file of public values to keep (one per line, # comments), e.g. the company's hotline "
+        "or support address: never marked for ascent, never counted as leaked (`--keep`)",
+    )
+    shapes: str | None = _f(
+        None,
+        "file of the shapes of the records to forget, one per line with {LABEL} slots: the "
+        "leak estimate's prompts and the synthesis's candidates (null = the built-in shapes; "
+        "`--shapes`)",
     )
     nli_task: str = _f(
         "wording",

@@ -29,6 +29,10 @@ MOVED: dict[str, str] = {
     "target.gradient_checkpointing": "runtime.gradient_checkpointing",
     "target.cpu_bf16": "runtime.cpu_bf16",
     "data.swap_pool_size": "public.swap_pool_size",
+    "synthesis.keep": "public.keep",  # one key for the values kept, two before
+    "leak.keep": "public.keep",
+    "synthesis.templates": "public.shapes",  # one key for the records' shapes, two before
+    "leak.templates": "public.shapes",
 }
 _OLD = {new: old for old, new in MOVED.items()}
 
@@ -93,7 +97,15 @@ def override_key(key: str, value: Any, given: dict[str, dict[str, Any]]) -> str:
     if new not in _OLD:
         return new
     names = given.setdefault(new, {})
+    for other, earlier in names.items():  # an old and the new name, or two old names
+        if other == key or _same(earlier, value):
+            continue
+        if new in (key, other):
+            old, old_value = (other, earlier) if key == new else (key, value)
+            raise _conflict("overrides", old, old_value, new, value if key == new else earlier)
+        raise DfsuError(
+            f"config: overrides: {other}={capped_repr(earlier)} and {key}={capped_repr(value)} "
+            f"set one setting, {new}, to different values; give only {new}"
+        )
     names[key] = value
-    if len(names) == 2 and not _same(names[_OLD[new]], names[new]):
-        raise _conflict("overrides", _OLD[new], names[_OLD[new]], new, names[new])
     return new

@@ -93,9 +93,6 @@ class SynthesisConfig:
         "inversion (the paper), self (the target's continuations of candidate prefixes), "
         "free (the target's unprompted samples) or candidates",
     )
-    templates: str | None = _f(
-        None, "file of record shapes with {LABEL} slots, one per line (null = the built-in shapes)"
-    )
     pii_types: list[str] | None = _f(None, "keep only shapes holding one of these labels")
     swaps_per_template: int = _f(
         8, "candidates per shape, each with fresh swap-pool values", bounds=(1, 10_000)
@@ -140,11 +137,6 @@ class SynthesisConfig:
         3,
         "failed requests in a row after which the server is not asked again (0 = never)",
         bounds=(0, 1_000_000),
-    )
-    keep: str | None = _f(
-        None,
-        "file of public values to keep (one per line, # comments), e.g. the company's hotline "
-        "or support address: spans over them are never marked for ascent",
     )
 
     def __post_init__(self) -> None:

@@ -11,7 +11,7 @@ leak estimate does not rely on shapes alone. Its other sources:
 - ``prompts``: contexts the owner supplies (``leak.prompts``: where the deployed model was seen
   to leak), continued K times as they are.
 
-The shapes (``leak.templates`` or the built-in ones) stay one source among these. Everything
+The shapes (``public.shapes`` or the built-in ones) stay one source among these. Everything
 here reads the model, the owner's annotator and the swap pool: never a private record.
 """
 

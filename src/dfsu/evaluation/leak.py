@@ -243,7 +243,7 @@ def build_meter(
     lc = cfg.leak
     prompts: dict[str, list[Prompt]] = {}
     if "shapes" in lc.sources:
-        templates = load_templates(lc.templates, None)
+        templates = load_templates(cfg.public.shapes, None)
         usable = usable_templates(templates, pool, "leak")
         seed = cfg.seed + fill
         prompts["shapes"] = leak_prompts(
@@ -255,10 +255,10 @@ def build_meter(
             Prompt(f"owner-{i}", p, "", [], lc.max_new_tokens) for i, p in enumerate(owner)
         ]
     keep = []
-    if lc.keep:  # public values the owner keeps (leak.keep)
+    if cfg.public.keep:  # public values the owner keeps
         from dfsu.pii.annotators import read_keep_file
 
-        keep = read_keep_file(lc.keep, "leak.keep")
+        keep = read_keep_file(cfg.public.keep, "public.keep")
     excluded = PublicValues({v for values in pool.values() for v in values} | set(keep), public)
     seeds = (cfg.seed + sampling, cfg.seed + search)
     return LeakMeter(prompts, annotate, excluded, cfg, keep, seeds)

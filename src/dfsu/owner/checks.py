@@ -56,7 +56,7 @@ def check_owner_files(cfg: Any) -> tuple[list[str], list[str]]:
     """Every file the config names that the owner hands in, read now: the public text
     (enough documents for the check and report sets), the prompts, the record shapes and the
     values to keep. Returns what the leak estimate prompts with: the owner's prompts ([]
-    without ``leak.prompts``) and the record shapes (``leak.templates`` or the built-in
+    without ``leak.prompts``) and the record shapes (``public.shapes`` or the built-in
     ones)."""
     from dfsu.boundary import public_documents
     from dfsu.evaluation.discovery import read_prompts
@@ -66,13 +66,11 @@ def check_owner_files(cfg: Any) -> tuple[list[str], list[str]]:
     if cfg.public.files:
         public_documents(cfg)
     prompts = read_prompts(cfg.leak.prompts) if cfg.leak.prompts else []
-    shapes = list(load_templates(cfg.leak.templates, None).values())
-    if cfg.synthesis.templates:
-        load_templates(cfg.synthesis.templates, cfg.synthesis.pii_types)
-    if cfg.leak.keep:
-        read_keep_file(cfg.leak.keep, "leak.keep")
-    if cfg.synthesis.keep:
-        read_keep_file(cfg.synthesis.keep)
+    shapes = list(load_templates(cfg.public.shapes, None).values())
+    if cfg.public.shapes:
+        load_templates(cfg.public.shapes, cfg.synthesis.pii_types)
+    if cfg.public.keep:
+        read_keep_file(cfg.public.keep)
     return prompts, shapes
 
 

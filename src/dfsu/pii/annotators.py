@@ -123,7 +123,7 @@ def load_offline(name: str, tc: Any, run: Path, labels: list[str] | None) -> Off
     return OfflineAnnotator(name, Tagger.load(path), labels)
 
 
-def read_keep_file(path: str | Path, setting: str = "synthesis.keep") -> list[str]:
+def read_keep_file(path: str | Path, setting: str = "public.keep") -> list[str]:
     """Public values to keep (one per line; blank lines and # comments skipped)."""
     from dfsu.components.inputs import text_lines
     from dfsu.errors import DfsuError

@@ -41,7 +41,7 @@ from dfsu.rundir import RunPaths
 def make_candidates(owner: Owner, cfg: RunConfig) -> list[PiiRecord]:
     sc = cfg.synthesis
     pool = owner.swap_pool()
-    templates = load_templates(sc.templates, sc.pii_types)
+    templates = load_templates(cfg.public.shapes, sc.pii_types)
     usable = usable_templates(templates, pool, "synthesis")
     return fill_from_pool(pool, sc.swaps_per_template * len(usable), cfg.seed + 17, usable)
 
@@ -237,7 +237,7 @@ def annotate(
     llm = make_llm_annotator(cfg, offline.one) if annotator == "llm" else None
     unknown = [row["text"] for row in texts if "spans" not in row]
     found = iter(offline(unknown) if llm is None else [])
-    keep = read_keep_file(cfg.synthesis.keep) if cfg.synthesis.keep else []
+    keep = read_keep_file(cfg.public.keep) if cfg.public.keep else []
     kept_spans = 0
     out_rows = []
     for row in progress_iter(texts, f"annotate ({annotator})"):
@@ -274,7 +274,7 @@ def annotate(
 
 def _marked(rows: list[dict[str, Any]], annotator: str, kept_spans: int) -> dict[str, Any]:
     """What the annotation marked: texts with spans, spans per label, spans over kept values
-    (``synthesis.keep``: never ascended)."""
+    (``public.keep``: never ascended)."""
     labels = Counter(s["label"] for r in rows for s in r["spans"])
     return {
         "with_spans": sum(1 for r in rows if r["spans"]),
