@@ -4,21 +4,29 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import pytest
 import torch
 from conftest import FAST_UNLEARNING, MICRO
 
 from dfsu.cli import main
+from dfsu.config.fields import _f
 from dfsu.unlearning import methods
 from dfsu.unlearning.methods import Method, register
 
-SHRINK = 0.5  # the toy's whole update: every MLP output weight of the last block halved
+SHRINK = 0.5  # the toy's whole update, by default: the last block's MLP output halved
+
+
+@dataclass
+class ToyConfig:  # the toy's own settings group: unlearning.toy.*
+    shrink: float = _f(SHRINK, "the factor the last block's MLP output is multiplied by")
 
 
 def toy(cfg, owner, data, name, truth):
-    """The toy method: the owner's model with the last block's MLP output halved, written as
-    every method that trains no adapter writes (ROOT/unlearned/<name>/merged, summary.json)."""
+    """The toy method: the owner's model with the last block's MLP output multiplied by its
+    own setting (``unlearning.toy.shrink``), written as every method that trains no adapter
+    writes (ROOT/unlearned/<name>/merged, summary.json)."""
     from dfsu.components.models import load_causal_lm
     from dfsu.files import atomic_write_json, staged_dir
     from dfsu.unlearning.result import UnlearnSummary
@@ -27,7 +35,7 @@ def toy(cfg, owner, data, name, truth):
     last = [m for n, m in model.named_modules() if n.endswith(".mlp")][-1]
     out_proj = [m for m in last.modules() if isinstance(m, torch.nn.Linear)][-1]
     with torch.no_grad():
-        out_proj.weight.mul_(SHRINK)
+        out_proj.weight.mul_(cfg.unlearning.group("toy").shrink)
     summary = UnlearnSummary.without_adapter(
         cfg, (1.0, 1.0), 0, 0, name=name, method="toy", data=data, stop_reason="halved",
         train_texts=0, recited_retain_texts=0, seconds=0.0, rule="none",
@@ -43,17 +51,17 @@ def toy(cfg, owner, data, name, truth):
 @pytest.fixture
 def registered():
     register(Method("toy", "toy", "halves the last MLP", None, runner=f"{__name__}:toy",
-                    data=("loop", "oracle"), owner=True))  # fmt: skip
+                    data=("loop", "oracle"), owner=True, settings=ToyConfig))  # fmt: skip
     yield
-    methods.METHODS.pop("toy")  # registered for this test alone
+    methods.unregister("toy")  # registered for this test alone
 
 
-def _halved(original, unlearned):
+def _halved(original, unlearned, shrink=SHRINK):
     from safetensors.torch import load_file
 
     before, after = load_file(original), load_file(unlearned)
     changed = [k for k in before if not torch.equal(before[k], after[k])]
-    assert len(changed) == 1 and torch.equal(after[changed[0]], before[changed[0]] * SHRINK)
+    assert len(changed) == 1 and torch.equal(after[changed[0]], before[changed[0]] * shrink)
 
 
 def test_a_registered_method_runs_through_unlearn_and_forget(
@@ -68,6 +76,9 @@ def test_a_registered_method_runs_through_unlearn_and_forget(
     assert main([*argv, *MICRO, *FAST_UNLEARNING]) == 0
     merged = run / "unlearned" / "toy-oracle" / "merged" / "model.safetensors"
     _halved(run / "target" / "model.safetensors", merged)
+    # its own setting, given like any other: the toy's stage is redone with it
+    assert main([*argv, *MICRO, *FAST_UNLEARNING, "unlearning.toy.shrink=0.25"]) == 0
+    _halved(run / "target" / "model.safetensors", merged, 0.25)
 
     out = tmp_path / "forgotten"
     argv = ["--quiet", "forget", "--model", str(run / "target"), "--out", str(out)]
@@ -119,3 +130,31 @@ def test_the_bounds_a_summary_is_past():
     assert past_bound(within) == []  # the own samples' rise is reported, not gated on
     past = {"perplexity": {"within_bound": False}, "own_samples": None}
     assert past_bound(past) == ["held-out perplexity"]
+
+
+def test_a_plug_ins_settings_group_loads_dumps_and_keys_its_stage_alone(registered, tmp_path):
+    """Breaks: the group refused as an unknown key, lost from RUN/config.yaml, in another
+    method's key, or readable by a stage whose method does not declare it."""
+    from dfsu.config import dump_config, load_config
+    from dfsu.errors import DfsuError
+    from dfsu.stage_runner import Stages
+    from dfsu.stage_table import UNLEARN, Recipe
+
+    cfg = load_config("tiny", ["unlearning.toy.shrink=0.25"])
+    assert cfg.unlearning.group("toy").shrink == 0.25
+    assert load_config("tiny").unlearning.group("toy").shrink == SHRINK  # its default
+    stored = tmp_path / "config.yaml"
+    stored.write_text(dump_config(cfg))
+    assert "  toy:\n    shrink: 0.25\n" in stored.read_text()
+    assert load_config(str(stored)) == cfg  # RUN/config.yaml round trip
+
+    def key(config, recipe):
+        return Stages(config, tmp_path / "k", set())._state(UNLEARN, "x", recipe)[0]
+
+    toy, pscu = Recipe("toy", "oracle", "self"), Recipe("pscu", "oracle", "self")
+    assert key(cfg, toy) != key(load_config("tiny"), toy)
+    assert key(cfg, pscu) == key(load_config("tiny"), pscu)
+    with pytest.raises(DfsuError, match="unlearn:x: reads unlearning.toy.shrink"):
+        _ = cfg.unlearning.reading((), "unlearn:x").group("toy").shrink
+    with pytest.raises(DfsuError, match="unknown key 'unlearning.toy.shrnk'"):
+        load_config("tiny", ["unlearning.toy.shrnk=1"])

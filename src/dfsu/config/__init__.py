@@ -49,6 +49,7 @@ from dfsu.config.sections import (
 )
 from dfsu.config.synthesis import ANNOTATORS, SOURCES, SynthesisConfig, TaggerConfig
 from dfsu.config.unlearn import (
+    PLUGIN_GROUPS,
     RECITE_BRANCHES,
     DistillConfig,
     LoopConfig,
@@ -174,12 +175,18 @@ def _type_ok(value: Any, tp: Any) -> bool:
 
 def _build(cls: type, values: dict[str, Any], prefix: str) -> Any:
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("hidden")}
+    plugins = PLUGIN_GROUPS if cls is UnlearnConfig else {}
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         path = f"{prefix}{key}"
+        if key in plugins and key not in names:  # a registered plug-in method's group
+            if not isinstance(value, dict):
+                raise DfsuError(f"config: {path}: expected a mapping, got {capped_repr(value)}")
+            kwargs.setdefault("plugins", {})[key] = _build(plugins[key], value, f"{path}.")
+            continue
         if key not in names:
-            known = ", ".join(sorted(names))
+            known = ", ".join(sorted(names | set(plugins)))
             raise DfsuError(f"config: unknown key {capped_repr(path)} (known: {known})")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
@@ -337,7 +344,20 @@ def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """The config as nested dicts, as RUN/config.yaml holds it: a plug-in method's settings
+    group under its own name (``unlearning.<name>``)."""
+    out = dataclasses.asdict(cfg)
+    _unfold(cfg, out)
+    return out
+
+
+def _unfold(section: Any, out: dict[str, Any]) -> None:
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if f.metadata.get("hidden"):
+            out |= out.pop(f.name)
+        elif dataclasses.is_dataclass(value):
+            _unfold(value, out[f.name])
 
 
 def dump_config(cfg: RunConfig) -> str:

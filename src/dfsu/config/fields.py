@@ -79,6 +79,8 @@ def key_dict(section: Any) -> dict[str, Any]:
         value = getattr(section, f.name)
         if dataclasses.is_dataclass(value):
             out[f.name] = key_dict(value)
+        elif f.metadata.get("hidden"):  # the plug-in groups (``UnlearnConfig.plugins``)
+            out |= {k: key_dict(v) for k, v in value.items() if not isinstance(v, Unread)}
         elif not isinstance(value, Unread):
             out[f.name] = value
     return out

@@ -11,12 +11,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from dfsu.config.edits import EditConfig, RevsConfig
 from dfsu.config.fields import MAX_NEW_TOKENS, Unread, _check, _check_ranges, _f
 from dfsu.config.loop import LoopConfig
 from dfsu.config.reset import ResetConfig
 from dfsu.config.undo import UndoConfig
+from dfsu.errors import DfsuError
 
 RECITE_BRANCHES = 32  # unlearning.retain_self_search=branch: beams per first token
 
@@ -90,6 +92,12 @@ class RmuConfig:
 
     def __post_init__(self) -> None:
         _check_ranges(self, "unlearning.rmu.")
+
+
+# The settings groups of methods registered from outside the package (``Method.settings``,
+# ``methods.register``): the group's name (the method's) -> its dataclass. Set as
+# ``unlearning.<name>.<setting>`` like a shipped group; their values are ``UnlearnConfig.group``.
+PLUGIN_GROUPS: dict[str, type] = {}
 
 
 @dataclass
@@ -247,8 +255,15 @@ class UnlearnConfig:
         default_factory=ResetConfig,
         metadata={"help": "the reset rows (the MLP neurons that hold the values reset, repaired)"},
     )
+    # written and read as unlearning.<name> (``config_to_dict`` and ``_build`` unfold it)
+    plugins: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"help": "the settings groups of registered plug-in methods", "hidden": True},
+    )
 
     def __post_init__(self) -> None:
+        # every registered plug-in's group, at its defaults where not set
+        self.plugins = {name: group() for name, group in PLUGIN_GROUPS.items()} | self.plugins
         _check_ranges(self, "unlearning.")
         _check(
             self.lora_target in ("mlp", "attention", "full", "mlp+head"),
@@ -297,17 +312,28 @@ class UnlearnConfig:
         ):
             _check(not project or self.retain_weight > 0, key, "needs unlearning.retain_weight > 0")
 
+    def group(self, name: str) -> Any:
+        """The settings group of the registered plug-in method ``name``."""
+        if name not in self.plugins:
+            raise DfsuError(f"unlearning.{name}: no registered method has this settings group")
+        return self.plugins[name]
+
     @classmethod
     def groups(cls) -> tuple[str, ...]:
         """The names of its settings groups (npo, distill, ..., loop, undo, reset)."""
-        return tuple(f.name for f in dataclasses.fields(cls) if isinstance(f.default_factory, type))
+        fields = dataclasses.fields(cls)
+        return tuple(f.name for f in fields if dataclasses.is_dataclass(f.default_factory))
 
     def reading(self, groups: tuple[str, ...], stage: str) -> UnlearnConfig:
         """These settings as a stage of one method sees them: its ``groups`` and the shared
         settings; every other group ``Unread`` (out of the stage's key; reading it is an
         error naming ``stage``)."""
         unread = {g: Unread(f"unlearning.{g}", stage) for g in self.groups() if g not in groups}
-        return dataclasses.replace(self, **unread)
+        plugins = {
+            name: value if name in groups else Unread(f"unlearning.{name}", stage)
+            for name, value in self.plugins.items()
+        }
+        return dataclasses.replace(self, **unread, plugins=plugins)
 
     def for_loop(self) -> UnlearnConfig:
         """The settings a loop row follows: ``unlearning.loop``'s null_space, retain_self,

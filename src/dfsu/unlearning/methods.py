@@ -65,6 +65,9 @@ class Method:
     # the unlearning it builds on (a row of the same data, which runs first and whose key
     # enters its own), given its settings and its data; None: it builds on none
     builds_on: Callable[[UnlearnConfig, str], str | None] | None = None
+    # a plug-in's own settings group: a dataclass (fields made with ``config.fields._f``),
+    # set as unlearning.<name>.<setting> and read as ``cfg.unlearning.group(name)``
+    settings: type | None = None
 
     @property
     def adapters(self) -> bool:
@@ -261,8 +264,25 @@ def register(method: Method) -> Method:
         raise ValueError(f"method {method.name!r} is already registered")
     if (method.objective is None) == (method.runner is None):
         raise ValueError(f"method {method.name!r}: give an objective (LoRA) or a runner")
+    if method.settings is not None:  # its group: in its stage's key, set in any config
+        from dataclasses import replace
+
+        from dfsu.config.unlearn import PLUGIN_GROUPS
+
+        if method.name in UnlearnConfig.groups():
+            raise ValueError(f"method {method.name!r}: a shipped settings group has that name")
+        PLUGIN_GROUPS[method.name] = method.settings
+        method = replace(method, groups=(*method.groups, method.name))
     METHODS[method.name] = method
     return method
+
+
+def unregister(name: str) -> None:
+    """Take a registered method (and its settings group) out again."""
+    from dfsu.config.unlearn import PLUGIN_GROUPS
+
+    METHODS.pop(name)
+    PLUGIN_GROUPS.pop(name, None)
 
 
 def run_without_adapters(method: Method, *args: object) -> object:
