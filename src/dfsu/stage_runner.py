@@ -180,7 +180,7 @@ class Stages:
         a model's name; "" for none) unless it is current; returns the stage's key, which
         joins ``keys``. ``recipe``: an unlearning's."""
         name = stage.name(arg)
-        key, entry, due = self._state(stage, arg, recipe)
+        key, entry, due, seen = self._state(stage, arg, recipe)
         self.keys[name] = made_key(key, entry)
         if not due:
             if entry.get("adopt"):  # kept by `dfsu rekey`: recorded under this format's key
@@ -200,7 +200,7 @@ class Stages:
                 RunPaths(self.run).checkpoints, name, key, every.every_steps, every.every_minutes
             ),
         ):
-            fn(ConfigView(self._seen(stage, name, recipe), name, stage.reads))  # type: ignore[arg-type]
+            fn(ConfigView(seen, name, stage.reads))  # type: ignore[arg-type]
         seconds = round(time.time() - started, 2)
         self.profile.measured(name, seconds, counts)
         done = {"key": key, "status": "done", "seconds": seconds}
@@ -228,8 +228,9 @@ class Stages:
 
     def _state(
         self, stage: StageDef, arg: str, recipe: Recipe | None
-    ) -> tuple[str, dict[str, Any], bool]:
-        """The stage's key, its manifest entry, and whether it is due."""
+    ) -> tuple[str, dict[str, Any], bool, RunConfig]:
+        """The stage's key, its manifest entry, whether it is due, and the config as it sees
+        it (``StageDef.narrowed``), which its key reads."""
         name = stage.name(arg)
         upstream = upstream_of(self.cfg, stage, arg, self.keys, recipe)
         seen = self._seen(stage, name, recipe)
@@ -242,7 +243,7 @@ class Stages:
             or entry.get("status") != "done"
             or not all(p.exists() for p in stage.outputs(RunPaths(self.run), arg))
         )
-        return key, entry, due
+        return key, entry, due, seen
 
 
 def check_key_format(manifest: Path) -> None:

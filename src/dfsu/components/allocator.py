@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from typing import Any
 
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
 M_TOP_PAD = -2
@@ -35,23 +36,36 @@ MMAP_THRESHOLD = 32 << 20  # glibc's largest; with M_MMAP_MAX 0 no block is mapp
 def keep_freed_memory() -> bool:
     """Tune glibc's malloc for training loops (see the module's docstring); True when it
     took effect, False elsewhere (not Linux, another C library, ``DFSU_MALLOC=default``)."""
-    if not sys.platform.startswith("linux") or os.environ.get("DFSU_MALLOC") == "default":
+    libc = _glibc()
+    if libc is None:
         return False
-    try:
-        libc = ctypes.CDLL(None)
-    except OSError:
-        return False
-    # Only glibc has gnu_get_libc_version (musl's mallopt does nothing).
-    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
-        return False
-    mallopt = libc.mallopt
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     settings = (
         (M_MMAP_THRESHOLD, MMAP_THRESHOLD),
         (M_MMAP_MAX, 0),
         (M_TRIM_THRESHOLD, TRIM_THRESHOLD),
         (M_TOP_PAD, TOP_PAD),
     )
+    return _mallopt(libc, settings)
+
+
+def _glibc() -> Any:
+    """The process's C library when it is glibc on Linux and the allocator is not left at its
+    defaults (``DFSU_MALLOC=default``); else None. Only glibc has gnu_get_libc_version
+    (musl's mallopt does nothing)."""
+    if not sys.platform.startswith("linux") or os.environ.get("DFSU_MALLOC") == "default":
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+    except OSError:
+        return None
+    wanted = ("gnu_get_libc_version", "mallopt", "malloc_trim")
+    return libc if all(hasattr(libc, name) for name in wanted) else None
+
+
+def _mallopt(libc: Any, settings: tuple[tuple[int, int], ...]) -> bool:
+    """Every (parameter, value) set with mallopt; True when each took effect."""
+    mallopt = libc.mallopt
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return all(mallopt(param, value) == 1 for param, value in settings)
 
 
@@ -64,23 +78,16 @@ def give_back_large() -> bool:
     """Large blocks mapped alone and returned to the kernel when freed, and the heap's free
     pages returned now (glibc; True when it took effect): for models whose weights alone are
     gigabytes, where keeping freed memory costs more memory than it saves time."""
-    if not sys.platform.startswith("linux") or os.environ.get("DFSU_MALLOC") == "default":
+    libc = _glibc()
+    if libc is None:
         return False
-    try:
-        libc = ctypes.CDLL(None)
-    except OSError:
-        return False
-    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "malloc_trim"):
-        return False
-    mallopt = libc.mallopt
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     settings = (
         (M_MMAP_MAX, 1 << 16),
         (M_MMAP_THRESHOLD, GIVE_BACK_FROM),
         (M_TRIM_THRESHOLD, GLIBC_TRIM),
         (M_TOP_PAD, GLIBC_TRIM),
     )
-    done = all(mallopt(param, value) == 1 for param, value in settings)
+    done = _mallopt(libc, settings)
     libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
     libc.malloc_trim(0)
     return done

@@ -67,7 +67,7 @@ def check_owner_files(cfg: Any) -> tuple[list[str], list[str]]:
         public_documents(cfg)
     prompts = read_prompts(cfg.leak.prompts) if cfg.leak.prompts else []
     shapes = list(load_templates(cfg.public.shapes, None).values())
-    if cfg.public.shapes:
+    if cfg.public.shapes and cfg.synthesis.pii_types:  # the synthesis's shapes, filtered
         load_templates(cfg.public.shapes, cfg.synthesis.pii_types)
     if cfg.public.keep:
         read_keep_file(cfg.public.keep)

@@ -224,10 +224,13 @@ class _CopyLosses:
     banned: list[int]
     cached: list | None
 
+    def __post_init__(self) -> None:
+        self.device = next(self.student.parameters()).device  # where every batch goes
+
     def kl(self, batch: list[list[int]], hard: float = 0.0, known: list | None = None):
         from dfsu.unlearning.losses import teacher_kl
 
-        device = next(self.student.parameters()).device
+        device = self.device
         tensors = collate(batch, self.pad)
         ids = tensors["input_ids"].to(device)
         mask = tensors["attention_mask"].to(device)
@@ -245,7 +248,7 @@ class _CopyLosses:
     def recite(self, picked: list[int]) -> torch.Tensor:
         from dfsu.unlearning.losses import marked_ce
 
-        device = next(self.student.parameters()).device
+        device = self.device
         tensors = collate([self.samples[i] for i in picked], self.pad)
         ids = tensors["input_ids"].to(device)
         marked = torch.zeros_like(ids[:, 1:], dtype=torch.float)
