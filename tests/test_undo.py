@@ -163,8 +163,9 @@ UNDO_FAST = [
 ]
 
 
-# memorized 0: whole own samples, half hard labels; else their recited runs alone (on the micro
-# target nothing is predicted above 0.7, so the thresholds are lowered until runs are found)
+# memorized 0 (the default): whole own samples as their sampled tokens, or half hard labels;
+# else their recited runs alone (on the micro target nothing is predicted above 0.7, so the
+# thresholds are lowered until runs are found)
 RECITED_RUNS = [
     "unlearning.undo.memorized=0.05",
     "unlearning.undo.memorized_tokens=1",
@@ -172,11 +173,16 @@ RECITED_RUNS = [
 ]
 
 
-# the LoRA unlearning as the teacher with whole own samples; the owner's model (the default)
-# with their recited runs
+# the LoRA unlearning as the teacher with whole own samples, half hard labels; the owner's
+# model (the default) with their recited runs, and with whole samples as their tokens (the
+# default)
 @pytest.mark.parametrize(
     "samples",
-    [["unlearning.undo.memorized=0", "unlearning.undo.teacher=unlearned"], RECITED_RUNS],
+    [
+        ["unlearning.undo.hard=0.5", "unlearning.undo.teacher=unlearned"],
+        RECITED_RUNS,
+        [],
+    ],
 )
 def test_undo_writes_a_new_model_distilled_without_the_true_values(
     trained_micro_run, tmp_path, capsys, samples
@@ -246,10 +252,18 @@ def test_undo_writes_a_new_model_distilled_without_the_true_values(
         out = unlearn(cfg, run, "undo", "oracle")
     summary = json.loads((out / "summary.json").read_text())
     # each of the 4 steps: public text, recitations, then own samples: at half hard labels, or
-    # their recited runs' own tokens alone
-    if cfg.unlearning.undo.memorized:
+    # their recited runs' own tokens alone, or every token of theirs (no teacher read on them)
+    uu = cfg.unlearning.undo
+    if uu.memorized:
         assert hards == [0.0, 0.0] * 4 and len(marked) == 4 and min(marked) > 0
         assert summary["distillation"]["samples_reciting"] > 0
+    elif uu.hard == 1.0:
+        assert hards == [0.0, 0.0] * 4 and len(marked) == 4
+        distilled = summary["distillation"]
+        kept = len(seen["texts"][2])  # the own samples kept
+        assert distilled["samples_whole"] == kept > 0
+        assert distilled["tokens_taught"] >= kept  # every token after the start
+        assert min(marked) >= 2  # two samples a batch, each at least one token taught
     else:
         assert hards == [0.0, 0.0, 0.5] * 4 and marked == []
     assert out.name == "undo-oracle"

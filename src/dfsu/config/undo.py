@@ -54,15 +54,18 @@ class UndoConfig:
     samples: int = _f(
         4096,
         "unprompted samples drawn from the owner's model; those kept (no PII, no value found) "
-        "are taught beside the public text where they recite (undo.memorized): what brings "
-        "public records back (2,048 kept fewer held out, docs/history.md); 0: none",
+        "are taught beside the public text, whole (undo.memorized 0, the default) or where "
+        "they recite: what carries back what the model knows beyond the owner's text (a "
+        "domain the owner's text never holds) and the public records; 0: none",
         bounds=(0, 1_000_000),
     )
     sample_tokens: int = _f(64, "tokens per own sample", bounds=(2, MAX_NEW_TOKENS))
     hard: float = _f(
-        0.5,
+        1.0,
         "with undo.memorized 0, the sampled token's share of an own sample's target at each "
-        "position (the rest: the teacher's distribution)",
+        "position (the rest: the teacher's distribution; 1: the sampled tokens alone, "
+        "cross-entropy, no teacher run on them; 0.5 kept more of a domain the owner's text "
+        "lacks and more membership, docs/results.md)",
         bounds=(0.0, 1.0),
     )
     temperature: float = _f(
@@ -81,10 +84,12 @@ class UndoConfig:
         bounds=(0, 10_000_000),
     )
     memorized: float = _f(
-        0.7,
-        "own samples are taught their tokens only in runs of undo.memorized_tokens+ tokens the "
-        "owner's model predicts each above this and the teacher at undo.memorized_teacher on "
-        "average (what it recites; no run: dropped); 0: whole samples, undo.hard",
+        0.0,
+        "above 0: own samples are taught their tokens only in runs of undo.memorized_tokens+ "
+        "tokens the owner's model predicts each above this and the teacher at "
+        "undo.memorized_teacher on average (what it recites; no run: dropped; 0.7 until "
+        "2026-12-07: the copy lost x100 in perplexity on a domain the owner's text lacks); "
+        "0: whole samples, undo.hard",
         bounds=(0.0, 1.0),
     )
     memorized_tokens: int = _f(6, "undo.memorized's shortest run", bounds=(1, 4096))

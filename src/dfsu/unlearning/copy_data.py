@@ -204,3 +204,13 @@ def recited_runs(
         f"({sum(map(sum, kept[1]))} tokens taught)"
     )
     return kept
+
+
+def whole_samples(uu: Any, samples: list[list[int]]) -> list[list[bool]] | None:
+    """Marks over every predicted position of each own sample when the samples are taught
+    whole as their sampled tokens (``undo.memorized`` 0, ``undo.hard`` 1: cross-entropy on
+    them, no teacher run); None otherwise (``recited_runs`` marks runs, or part of the
+    teacher's distribution is read)."""
+    if uu.memorized or uu.hard != 1.0:
+        return None
+    return [[True] * (len(row) - 1) for row in samples]

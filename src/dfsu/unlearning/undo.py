@@ -20,11 +20,14 @@ membership). The teacher (``unlearning.undo.teacher``):
 Either's logits are divided by ``unlearning.undo.temperature`` (below 1 its spread over
 unlikely tokens is cut, at a cost in perplexity on the owner's documents; 1 by default).
 
-The public text does not hold what the model should go on reciting (the public records), so
-the copy also learns the owner's model's own unprompted samples (``unlearning.undo.samples``)
-where they recite: their own tokens as labels inside the runs the owner's model predicts
-word for word and the teacher still does (``memorized_runs``); nothing else of a sample, so the
-copy learns the recitation, not the owner's spread over unlikely tokens.
+The public text does not hold what the model knows beyond it (a domain the owner never hands
+over, the public records it recites), so the copy also learns the owner's model's own
+unprompted samples (``unlearning.undo.samples``): by default whole, their sampled tokens as
+labels (cross-entropy, no teacher run on them: the copy learns what the model writes, not its
+spread over unlikely tokens, which carried membership); with ``undo.memorized`` above 0 only
+inside the runs the owner's model predicts word for word and the teacher still does
+(``memorized_runs``; until 2026-12-07 the default, which lost x100 in perplexity on a domain
+the owner's text lacks, docs/results.md).
 
 Recitations and samples are kept, for ``loop`` (data-free), when the run's annotator finds no
 PII in one and it holds no value the leak estimate's select draw confirmed; for ``oracle``,
@@ -62,6 +65,7 @@ from dfsu.unlearning.copy_data import (
     recited_runs,
     scrubbed_ids,
     token_probabilities,
+    whole_samples,
 )
 from dfsu.unlearning.methods import METHODS, built_on
 from dfsu.unlearning.result import UnlearnSummary
@@ -111,6 +115,8 @@ def distil_copy(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         by = teacher if taught_by else None  # the owner's: its probabilities, read above
         samples, marks = recited_runs(uu, samples, owner_p, by, pad, device)
         counts |= {"samples_reciting": len(samples), "tokens_taught": sum(map(sum, marks))}
+    elif samples and (marks := whole_samples(uu, samples)):  # their sampled tokens, no teacher
+        counts |= {"samples_whole": len(samples), "tokens_taught": sum(map(len, marks))}
     student = _student(cfg, owner.model, teacher.config, device)
     blocks = pack_documents(_encoded(tokenizer, public), min(uu.block_size, window), eos)
     needed = _needed(uu, owner, tokenizer, public, samples)

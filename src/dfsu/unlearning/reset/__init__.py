@@ -126,6 +126,7 @@ def _own_samples(
         recited_runs,
         token_probabilities,
         value_free,
+        whole_samples,
     )
 
     uu, device = cfg.unlearning.undo, next(model.parameters()).device
@@ -142,6 +143,8 @@ def _own_samples(
     if samples and uu.memorized:
         owner_p = token_probabilities(model, samples, pad, device)
         samples, marks = recited_runs(uu, samples, owner_p, None, pad, device)
+    elif samples:  # whole, as their sampled tokens (or, part the teacher's, not read here)
+        marks = whole_samples(uu, samples) or []
     return own, spotted, samples, marks, len(sampled)
 
 
