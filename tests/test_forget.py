@@ -507,3 +507,46 @@ def test_the_depth_words_say_hidden_when_the_lens_or_membership_still_find_the_v
     assert "the forgetting held" in plain["words"] and "output only" not in plain["words"]
     caveat = attack_verdicts(20, 1, attacked, hidden["held_inside"])["relearn:60"]
     assert caveat["survived"] and "held at the output only" in caveat["words"]
+
+
+def test_a_word_holds_the_nll_of_the_tokens_that_start_in_it():
+    from dfsu.evaluation.utility import word_sums
+
+    text = "the plum  cake-7"
+    # tokens "the", " pl", "um", "  cake", "-7" (a token's leading spaces belong to no word)
+    offsets = [(0, 3), (3, 6), (6, 8), (8, 14), (14, 16)]
+    assert word_sums(text, offsets, [1.0, 2.0, 3.0, 4.0, 5.0]) == [1.0, 5.0, 9.0]
+    assert word_sums("", [], []) == []
+
+
+def test_broad_rises_read_a_sample_lost_all_over_and_not_a_few_lost_words():
+    from dfsu.owner.perplexity import BROAD_NATS, broad_rises
+
+    before = [[0.1] * 10, [0.1] * 10, [0.1] * 10]
+    value_missed = [0.1] * 8 + [9.0, 9.0]  # two words of a value the annotator missed
+    domain_lost = [1.5] * 10  # every word a nat and more less likely
+    rises = broad_rises(before, [value_missed, domain_lost, [0.1] * 10])
+    assert rises[0] < BROAD_NATS < rises[1] and abs(rises[2]) < 1e-9
+    assert abs(rises[1] - 1.4) < 1e-9
+
+
+def test_own_samples_say_how_many_read_worse_across_their_words():
+    from dfsu.owner.perplexity import own_samples_view
+
+    words = [[0.1] * 10] * 4
+    before = {"drawn": 8, "nll": [1.0] * 4, "words": words}
+    after = {"drawn": 8, "nll": [1.0] * 4, "words": [[2.0] * 10] + words[1:]}
+    own = own_samples_view(before, after, 0.10)
+    assert own["broad_pct"] == 25.0 and "25.0 % read worse across their words" in own["words"]
+    old = own_samples_view({"drawn": 8, "nll": [1.0]}, {"drawn": 8, "nll": [1.0]}, 0.10)
+    assert old["broad_pct"] is None and "across" not in old["words"]  # an OUT of an older dfsu
+    from dfsu.owner.perplexity import own_samples_rows
+
+    summary = {"settings": {"unlearning": {"max_ppl_increase": 0.10}}}
+    grades = []
+    for broad in (5.0, 15.0, 25.0):
+        view = {"texts": 4, "median_rise_pct": 1.0, "broad_pct": broad}
+        (lost,) = [r for r in own_samples_rows(view, summary) if r["measure"] == "own samples lost"]
+        grades.append(lost["grade"])
+    assert grades == ["good", "mixed", "bad"]
+    assert len(own_samples_rows(dict(view, broad_pct=None), summary)) == 1

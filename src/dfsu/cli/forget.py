@@ -41,9 +41,10 @@ def add_forget_parser(sub: Any) -> None:
         default="undo",
         choices=list(forget_methods()),
         help="undo (default): a new model distilled from yours on your public text and on "
-        "what it recites without PII, the values it leaks found and kept out (removes them: "
-        "membership and relearning no longer find them; it learns back only what that text "
-        "teaches: an earlier recipe lost NLI 100 -> 45 on a 100M model, docs/results.md); "
+        "what it writes by itself without PII, the values it leaks found and kept out "
+        "(removes them: membership and relearning no longer find them; it learns back only "
+        "what that text and those samples teach: an earlier recipe lost NLI 100 -> 45 on a "
+        "100M model, docs/results.md); "
         "reset: your weights kept but for the MLP neurons that hold the values found, those "
         "reset and repaired from your model with the values given no mass, widened while the "
         "depth probes still find them; loop: rounds of LoRA "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -239,4 +240,47 @@ def suffix_nll(
         )
         counts = (targets != -100).sum(1).clamp(min=1)
         out += (nll.sum(1) / counts).tolist()
+    return out
+
+
+def word_sums(text: str, offsets: list[tuple[int, int]], nll: list[float]) -> list[float]:
+    """The NLL of each whitespace-separated word of ``text``: the sum over the tokens (their
+    character ``offsets`` and ``nll``) whose first non-space character lies in it (pure). Two
+    models with different tokenizers read the same words."""
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    sums = [0.0] * len(words)
+    w = 0
+    for (start, end), value in zip(offsets, nll, strict=True):
+        while start < end and text[start].isspace():
+            start += 1
+        while w + 1 < len(words) and start >= words[w][1]:
+            w += 1
+        if words:
+            sums[w] += value
+    return sums
+
+
+@torch.no_grad()
+def word_nll(
+    model: Any,
+    tokenizer: Any,
+    texts: list[str],
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> list[list[float]]:
+    """Each text's NLL per word (``word_sums``), each text read after EOS."""
+    model.eval()
+    pad_id, eos = tokenizer.pad_token_id or 0, tokenizer.eos_token_id
+    encoded = [tokenizer(t, add_special_tokens=False, return_offsets_mapping=True) for t in texts]
+    pieces = [([eos, *e["input_ids"]], 1) for e in encoded]
+    out: list[list[float]] = []
+    for i in range(0, len(pieces), batch_size):
+        ids, mask, labels = _piece_batch(pieces[i : i + batch_size], pad_id)
+        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        nll = torch.nn.functional.cross_entropy(
+            logits[:, :-1].transpose(1, 2), labels[:, 1:].to(device), reduction="none"
+        )
+        for row, e in enumerate(encoded[i : i + batch_size]):
+            values = nll[row, : len(e["input_ids"])].tolist()
+            out.append(word_sums(texts[i + row], e["offset_mapping"], values))
     return out

@@ -28,7 +28,7 @@ def own_samples(
     compares two models sample by sample); None when ``leak.own_samples`` is 0."""
     from dfsu.components.models import held_dtype, load_causal_lm
     from dfsu.evaluation.sampler import unprompted_samples
-    from dfsu.evaluation.utility import suffix_nll
+    from dfsu.evaluation.utility import suffix_nll, word_nll
     from dfsu.pii.annotators import pii_free
 
     n = cfg.leak.own_samples
@@ -46,7 +46,30 @@ def own_samples(
         del sampler
     drawn, texts = given.own
     nll = suffix_nll(model, tokenizer, [("", text) for text in texts], device=device)
-    return {"drawn": drawn, "nll": nll}
+    return {"drawn": drawn, "nll": nll, "words": word_nll(model, tokenizer, texts, device=device)}
+
+
+BROAD_NATS = 0.5  # a sample "reads worse across its words" past this mean rise per word
+BROAD_TRIM = 0.2  # the share of a sample's words (its largest rises) left out of that mean
+# Twice what a retrain without the records read on tiny targets (4.7-4.8 %): a share of own
+# samples past it is graded mixed, past twice it bad (the copy taught only what they recite,
+# which lost a domain the owner's text lacks, read 12.3-12.4 %)
+BROAD_FAIR_PCT = 10.0
+
+
+def broad_rises(before: list[list[float]], after: list[list[float]]) -> list[float]:
+    """Per sample, the mean rise of its words' NLL from ``before`` to ``after`` with its
+    largest rises (a fifth of its words, at least two) left out (pure): a sample that lost a
+    few words (the pieces of a value the annotator missed) reads near 0, one whose words rose
+    all over (a domain the model no longer knows) reads its rise. On tiny targets with a
+    second domain the retrain read 4.7-4.8 % of own samples past ``BROAD_NATS``, the copy
+    taught only what they recite 12.3-12.4 % (seeds 1, 3; docs/history.md)."""
+    rises = []
+    for b, a in zip(before, after, strict=True):
+        d = sorted(y - x for x, y in zip(b, a, strict=True))
+        d = d[: max(1, len(d) - max(2, int(len(d) * BROAD_TRIM)))]
+        rises.append(sum(d) / len(d) if d else 0.0)
+    return rises
 
 
 def own_samples_view(before: Any, after: Any, bound: float) -> dict[str, Any] | None:
@@ -62,10 +85,19 @@ def own_samples_view(before: Any, after: Any, bound: float) -> dict[str, Any] | 
     quartiles = statistics.quantiles(rises, n=4) if len(rises) > 1 else rises * 3
     rise = math.exp(statistics.median(rises)) - 1
     texts, within = len(rises), rise <= bound + 1e-6
+    broad = None
+    if before.get("words") and after.get("words"):
+        broad = sum(r > BROAD_NATS for r in broad_rises(before["words"], after["words"])) / texts
     words = (
         f"own samples: on the {texts} of {before['drawn']} unprompted samples of the model as "
         f"given with no PII found, the median perplexity rise is {100 * rise:+.1f} %"
         + ("" if within else f", past the +{bound:.0%} the held-out documents are held to")
+        + (
+            ""
+            if broad is None
+            else f"; {100 * broad:.1f} % read worse across their words (by more than "
+            f"{BROAD_NATS} nats a word)"
+        )
     )
     return {
         "texts": texts,
@@ -75,6 +107,7 @@ def own_samples_view(before: Any, after: Any, bound: float) -> dict[str, Any] | 
         "median_rise_pct": round(100 * rise, 2),
         "quartiles_pct": [round(100 * (math.exp(quartiles[i]) - 1), 2) for i in (0, 2)],
         "within_bound": within,
+        "broad_pct": None if broad is None else round(100 * broad, 2),
         "words": words,
     }
 
@@ -129,12 +162,14 @@ def own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> lis
     rise = own["median_rise_pct"]
     grade = GOOD if rise <= bound else BAD if rise > 2 * bound else MIXED
     reading = f"median rise (bound +{bound:.0f}%)"  # of paired ratios: no before and after
-    return [
-        row(
-            "perplexity (own samples)",
-            f"{own['texts']} texts",
-            f"{rise:+.1f} %",
-            reading,
-            grade,
-        )
+    rows = [
+        row("perplexity (own samples)", f"{own['texts']} texts", f"{rise:+.1f} %", reading, grade)
     ]
+    broad = own.get("broad_pct")
+    if broad is not None:  # graded, not gated on (one machine, two seeds; docs/history.md)
+        grade = GOOD if broad <= BROAD_FAIR_PCT else BAD if broad > 2 * BROAD_FAIR_PCT else MIXED
+        reading = f"read worse across their words (a retrain: ~{BROAD_FAIR_PCT / 2:.0f} %)"
+        rows.append(
+            row("own samples lost", f"{own['texts']} texts", f"{broad:.1f} %", reading, grade)
+        )
+    return rows
