@@ -543,10 +543,15 @@ def test_own_samples_say_how_many_read_worse_across_their_words():
     from dfsu.owner.perplexity import own_samples_rows
 
     summary = {"settings": {"unlearning": {"max_ppl_increase": 0.10}}}
-    grades = []
+    shown = []
     for broad in (5.0, 15.0, 25.0):
         view = {"texts": 4, "median_rise_pct": 1.0, "broad_pct": broad}
-        (lost,) = [r for r in own_samples_rows(view, summary) if r["measure"] == "own samples lost"]
-        grades.append(lost["grade"])
-    assert grades == ["good", "mixed", "bad"]
-    assert len(own_samples_rows(dict(view, broad_pct=None), summary)) == 1
+        (row,) = own_samples_rows(view, summary)  # one row: the terminal stays one screen
+        shown.append((row["grade"], row["after"], "all over" in row["reading"]))
+    assert shown == [
+        ("good", "+1.0 %, 5 % lost", False),
+        ("mixed", "+1.0 %, 15 % lost", True),
+        ("bad", "+1.0 %, 25 % lost", True),
+    ], shown
+    (row,) = own_samples_rows(dict(view, broad_pct=None, median_rise_pct=25.0), summary)
+    assert (row["grade"], row["after"]) == ("bad", "+25.0 %")  # the median alone, as before

@@ -156,20 +156,21 @@ def perplexity_row(summary: dict[str, Any]) -> dict[str, str]:
 
 
 def own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> list[dict]:
+    """One row: the median rise of the own samples' perplexity against the bound and, where
+    read, the share of them that read worse across their words against ``BROAD_FAIR_PCT``
+    (graded, not gated on: one machine, two seeds; docs/history.md); the worse grade shows."""
     if not own:
         return []
     bound = 100 * summary["settings"]["unlearning"]["max_ppl_increase"]
     rise = own["median_rise_pct"]
-    grade = GOOD if rise <= bound else BAD if rise > 2 * bound else MIXED
-    reading = f"median rise (bound +{bound:.0f}%)"  # of paired ratios: no before and after
-    rows = [
-        row("perplexity (own samples)", f"{own['texts']} texts", f"{rise:+.1f} %", reading, grade)
-    ]
+    grades = [GOOD if rise <= bound else BAD if rise > 2 * bound else MIXED]
+    after, reading = f"{rise:+.1f} %", f"median rise (bound +{bound:.0f}%)"
     broad = own.get("broad_pct")
-    if broad is not None:  # graded, not gated on (one machine, two seeds; docs/history.md)
-        grade = GOOD if broad <= BROAD_FAIR_PCT else BAD if broad > 2 * BROAD_FAIR_PCT else MIXED
-        reading = f"read worse across their words (a retrain: ~{BROAD_FAIR_PCT / 2:.0f} %)"
-        rows.append(
-            row("own samples lost", f"{own['texts']} texts", f"{broad:.1f} %", reading, grade)
-        )
-    return rows
+    if broad is not None:
+        fair = BROAD_FAIR_PCT
+        grades.append(GOOD if broad <= fair else BAD if broad > 2 * fair else MIXED)
+        after += f", {broad:.0f} % lost"
+        if grades[-1] != GOOD:
+            reading = f"{broad:.0f} % read worse all over (a retrain: ~{fair / 2:.0f} %)"
+    grade = BAD if BAD in grades else MIXED if MIXED in grades else GOOD
+    return [row("perplexity (own samples)", f"{own['texts']} texts", after, reading, grade)]

@@ -229,9 +229,9 @@ METHODS: dict[str, Method] = {
         Method(
             "undo",
             "undo",
-            "a copy shrunk toward a fresh initialisation, distilled from the LoRA unlearning "
-            "of the same data (dfsu-loop, or the oracle) on public text and the runs the "
-            "model's own PII-free samples recite (UNDO); no adapter",
+            "a copy shrunk toward a fresh initialisation, distilled from the owner's model "
+            "(or the LoRA unlearning of the same data) on public text and the model's own "
+            "PII-free samples (UNDO); no adapter",
             None,
             runner="dfsu.unlearning.undo:distil_copy",
             data=("loop", "oracle"),

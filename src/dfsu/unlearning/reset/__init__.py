@@ -23,8 +23,9 @@ its units that carry the values are given a fresh start:
    the values' tokens given no mass: on the owner's public text (those same tokens, found as
    ``undo``'s scrub finds them, ``vocab.scrub_candidates``), at the positions that predict a
    value where values were (its own next token banned there too: what the model writes with
-   the values banned; nothing else of those rows is read), and on the runs
-   its own PII-free samples recite (``undo.memorized_runs``). The teacher's targets are
+   the values banned; nothing else of those rows is read), and on its own PII-free samples,
+   whole as their tokens (``copy_data.whole_samples``; with ``undo.memorized`` above 0 the
+   runs they recite, ``undo.memorized_runs``). The teacher's targets are
    computed before the reset; where they do not fit in memory, the teacher is the same model
    with the original entries swapped back in (``swapped``): one model in memory.
 4. **Gate** (``reset_model``): the owner's depth reading on the same found values
