@@ -158,7 +158,9 @@ def perplexity_row(summary: dict[str, Any]) -> dict[str, str]:
 def own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> list[dict]:
     """One row: the median rise of the own samples' perplexity against the bound and, where
     read, the share of them that read worse across their words against ``BROAD_FAIR_PCT``
-    (graded, not gated on: one machine, two seeds; docs/history.md); the worse grade shows."""
+    (graded, not gated on: one machine, two seeds; docs/history.md): the worse grade shows,
+    and the share is the reading when it is not good (summary.json and the page's words hold
+    it always)."""
     if not own:
         return []
     bound = 100 * summary["settings"]["unlearning"]["max_ppl_increase"]
@@ -169,8 +171,7 @@ def own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> lis
     if broad is not None:
         fair = BROAD_FAIR_PCT
         grades.append(GOOD if broad <= fair else BAD if broad > 2 * fair else MIXED)
-        after += f", {broad:.0f} % lost"
-        if grades[-1] != GOOD:
-            reading = f"{broad:.0f} % read worse all over (a retrain: ~{fair / 2:.0f} %)"
+        if grades[-1] != GOOD:  # in the reading the median's takes (one screen, no wider)
+            reading = f"{broad:.0f} % lost all over"
     grade = BAD if BAD in grades else MIXED if MIXED in grades else GOOD
     return [row("perplexity (own samples)", f"{own['texts']} texts", after, reading, grade)]
