@@ -261,26 +261,33 @@ def word_sums(text: str, offsets: list[tuple[int, int]], nll: list[float]) -> li
 
 
 @torch.no_grad()
-def word_nll(
+def nll_by_word(
     model: Any,
     tokenizer: Any,
     texts: list[str],
     batch_size: int = 16,
     device: torch.device | str = "cpu",
-) -> list[list[float]]:
-    """Each text's NLL per word (``word_sums``), each text read after EOS."""
+) -> tuple[list[float], list[list[float]]]:
+    """Each text's mean token NLL after EOS (``suffix_nll``'s figure for ``("", text)``) and
+    its NLL per word (``word_sums``), from one forward pass."""
     model.eval()
-    pad_id, eos = tokenizer.pad_token_id or 0, tokenizer.eos_token_id
+    pad_id, eos = tokenizer.pad_token_id or 0, tokenizer.eos_token or ""
+    context = tokenizer(eos, add_special_tokens=False)["input_ids"]
     encoded = [tokenizer(t, add_special_tokens=False, return_offsets_mapping=True) for t in texts]
-    pieces = [([eos, *e["input_ids"]], 1) for e in encoded]
-    out: list[list[float]] = []
+    pieces = [(context + e["input_ids"], len(context)) for e in encoded]
+    means: list[float] = []
+    words: list[list[float]] = []
     for i in range(0, len(pieces), batch_size):
         ids, mask, labels = _piece_batch(pieces[i : i + batch_size], pad_id)
         logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        targets = labels[:, 1:].to(device)
         nll = torch.nn.functional.cross_entropy(
-            logits[:, :-1].transpose(1, 2), labels[:, 1:].to(device), reduction="none"
+            logits[:, :-1].transpose(1, 2), targets, ignore_index=-100, reduction="none"
         )
+        counts = (targets != -100).sum(1).clamp(min=1)
+        means += (nll.sum(1) / counts).tolist()
         for row, e in enumerate(encoded[i : i + batch_size]):
-            values = nll[row, : len(e["input_ids"])].tolist()
-            out.append(word_sums(texts[i + row], e["offset_mapping"], values))
-    return out
+            start = len(context) - 1  # the first text token's prediction
+            values = nll[row, start : start + len(e["input_ids"])].tolist()
+            words.append(word_sums(texts[i + row], e["offset_mapping"], values))
+    return means, words

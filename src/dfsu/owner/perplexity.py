@@ -28,7 +28,7 @@ def own_samples(
     compares two models sample by sample); None when ``leak.own_samples`` is 0."""
     from dfsu.components.models import held_dtype, load_causal_lm
     from dfsu.evaluation.sampler import unprompted_samples
-    from dfsu.evaluation.utility import suffix_nll, word_nll
+    from dfsu.evaluation.utility import nll_by_word
     from dfsu.pii.annotators import pii_free
 
     n = cfg.leak.own_samples
@@ -45,8 +45,8 @@ def own_samples(
         given.own = (len(drawn), pii_free(cfg, owner.root, drawn))
         del sampler
     drawn, texts = given.own
-    nll = suffix_nll(model, tokenizer, [("", text) for text in texts], device=device)
-    return {"drawn": drawn, "nll": nll, "words": word_nll(model, tokenizer, texts, device=device)}
+    nll, words = nll_by_word(model, tokenizer, texts, device=device)
+    return {"drawn": drawn, "nll": nll, "words": words}
 
 
 BROAD_NATS = 0.5  # a sample "reads worse across its words" past this mean rise per word
@@ -165,13 +165,17 @@ def own_samples_rows(own: dict[str, Any] | None, summary: dict[str, Any]) -> lis
         return []
     bound = 100 * summary["settings"]["unlearning"]["max_ppl_increase"]
     rise = own["median_rise_pct"]
-    grades = [GOOD if rise <= bound else BAD if rise > 2 * bound else MIXED]
-    after, reading = f"{rise:+.1f} %", f"median rise (bound +{bound:.0f}%)"
+    grade, reading = _graded(rise, bound), f"median rise (bound +{bound:.0f}%)"
     broad = own.get("broad_pct")
-    if broad is not None:
-        fair = BROAD_FAIR_PCT
-        grades.append(GOOD if broad <= fair else BAD if broad > 2 * fair else MIXED)
-        if grades[-1] != GOOD:  # in the reading the median's takes (one screen, no wider)
-            reading = f"{broad:.0f} % lost all over"
-    grade = BAD if BAD in grades else MIXED if MIXED in grades else GOOD
-    return [row("perplexity (own samples)", f"{own['texts']} texts", after, reading, grade)]
+    lost = GOOD if broad is None else _graded(broad, BROAD_FAIR_PCT)
+    if lost != GOOD:  # in the reading the median's takes (one screen, no wider)
+        reading = f"{broad:.0f} % lost all over"
+        grade = BAD if BAD in (grade, lost) else MIXED
+    return [
+        row("perplexity (own samples)", f"{own['texts']} texts", f"{rise:+.1f} %", reading, grade)
+    ]
+
+
+def _graded(value: float, limit: float) -> str:
+    """Good within ``limit``, bad past twice it, mixed between."""
+    return GOOD if value <= limit else BAD if value > 2 * limit else MIXED
