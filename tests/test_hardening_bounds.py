@@ -16,6 +16,7 @@ from conftest import MICRO
 from dfsu.cli import build_parser, main
 from dfsu.components import profiling
 from dfsu.config import MAX_SEED, RunConfig, load_config
+from dfsu.config.unlearn import LAZY_GROUPS, lazy_group
 from dfsu.errors import DfsuError
 
 
@@ -45,6 +46,8 @@ def int_fields():
                 out.append((f"{prefix}{f.name}", lo, hi))
 
     walk(RunConfig, "")
+    for name in LAZY_GROUPS:  # the shipped groups imported when first read
+        walk(lazy_group(name), f"unlearning.{name}.")
     return out
 
 

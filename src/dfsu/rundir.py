@@ -334,7 +334,12 @@ def owner_only(root: Path) -> None:
         os.chmod(path, 0o700 if path.is_dir() else 0o600)
 
 
-def save_config(run: Path, cfg: RunConfig) -> None:
+def save_config(run: Path, cfg: RunConfig, every_group: bool = True) -> None:
+    """RUN/config.yaml: every settings group, or (``every_group`` False: `dfsu forget`) the
+    shared settings and the groups read so far (the lazy ones, ``config.unlearn.LAZY_GROUPS``,
+    only where set or read)."""
+    if every_group:
+        cfg.unlearning.with_every_group()
     atomic_write_text(RunPaths(run).config, dump_config(cfg))
 
 

@@ -320,5 +320,7 @@ def cmd_rekey(args: argparse.Namespace) -> int:
 def cmd_config(args: argparse.Namespace) -> int:
     from dfsu.config import dump_config, load_config
 
-    print(dump_config(load_config(args.config, args.overrides)), end="")
+    cfg = load_config(args.config, args.overrides)
+    cfg.unlearning.with_every_group()
+    print(dump_config(cfg), end="")
     return 0

@@ -21,7 +21,6 @@ from typing import Any
 
 import yaml
 
-from dfsu.config.edits import EditConfig, RevsConfig
 from dfsu.config.evaluation import (
     MAX_PREFIX_TOKENS,
     EvalConfig,
@@ -49,6 +48,7 @@ from dfsu.config.sections import (
 )
 from dfsu.config.synthesis import ANNOTATORS, SOURCES, SynthesisConfig, TaggerConfig
 from dfsu.config.unlearn import (
+    LAZY_GROUPS,
     PLUGIN_GROUPS,
     RECITE_BRANCHES,
     DistillConfig,
@@ -56,6 +56,7 @@ from dfsu.config.unlearn import (
     NpoConfig,
     RmuConfig,
     UnlearnConfig,
+    lazy_group,
 )
 from dfsu.errors import DfsuError
 
@@ -72,12 +73,10 @@ __all__ = [
     "CorpusConfig",
     "DataConfig",
     "DistillConfig",
-    "EditConfig",
     "EvalConfig",
     "InverterConfig",
     "LeakConfig",
     "RecitationConfig",
-    "RevsConfig",
     "RmuConfig",
     "LoopConfig",
     "NpoConfig",
@@ -176,14 +175,15 @@ def _type_ok(value: Any, tp: Any) -> bool:
 def _build(cls: type, values: dict[str, Any], prefix: str) -> Any:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("hidden")}
-    plugins = PLUGIN_GROUPS if cls is UnlearnConfig else {}
+    plugins = {**PLUGIN_GROUPS, **dict.fromkeys(LAZY_GROUPS)} if cls is UnlearnConfig else {}
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         path = f"{prefix}{key}"
-        if key in plugins and key not in names:  # a registered plug-in method's group
+        if key in plugins and key not in names:  # a plug-in's or a lazy shipped group
             if not isinstance(value, dict):
                 raise DfsuError(f"config: {path}: expected a mapping, got {capped_repr(value)}")
-            kwargs.setdefault("plugins", {})[key] = _build(plugins[key], value, f"{path}.")
+            group = plugins[key] or lazy_group(key)
+            kwargs.setdefault("plugins", {})[key] = _build(group, value, f"{path}.")
             continue
         if key not in names:
             known = ", ".join(sorted(names | set(plugins)))

@@ -2,8 +2,9 @@
 
 The section holds the recipe every row shares; the settings of one method or one data recipe
 are a group of their own (``unlearning.npo``, ``unlearning.distill``, ``unlearning.rmu``,
-``unlearning.loop``; ``unlearning.edit`` and ``unlearning.revs`` in ``config.edits``,
-``unlearning.undo`` in ``config.undo``).
+``unlearning.loop``; ``unlearning.undo`` in ``config.undo``; ``unlearning.edit``,
+``unlearning.revs`` and ``unlearning.reset`` in ``config.edits`` and ``config.reset``, imported
+the first time a config sets or reads them: ``LAZY_GROUPS``).
 Their old flat keys (``unlearning.distill_gamma``) still load: ``config.moved``."""
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any
 
-from dfsu.config.edits import EditConfig, RevsConfig
 from dfsu.config.fields import MAX_NEW_TOKENS, Unread, _check, _check_ranges, _f
 from dfsu.config.loop import LoopConfig
-from dfsu.config.reset import ResetConfig
 from dfsu.config.undo import UndoConfig
 from dfsu.errors import DfsuError
 
@@ -98,6 +98,22 @@ class RmuConfig:
 # ``methods.register``): the group's name (the method's) -> its dataclass. Set as
 # ``unlearning.<name>.<setting>`` like a shipped group; their values are ``UnlearnConfig.group``.
 PLUGIN_GROUPS: dict[str, type] = {}
+
+# The shipped groups of the methods that change the owner's weights in place (edit, revs,
+# reset): name -> "module:class", imported the first time a config sets or reads one, so a
+# command that runs none of them loads none of their settings. Read as ``cfg.unlearning.reset``
+# like any group; they live in ``UnlearnConfig.plugins`` once read (keys as before).
+LAZY_GROUPS: dict[str, str] = {
+    "edit": "dfsu.config.edits:EditConfig",
+    "revs": "dfsu.config.edits:RevsConfig",
+    "reset": "dfsu.config.reset:ResetConfig",
+}
+
+
+def lazy_group(name: str) -> type:
+    """The settings class of the shipped lazy group ``name`` (``LAZY_GROUPS``), imported."""
+    module, cls = LAZY_GROUPS[name].split(":")
+    return getattr(import_module(module), cls)
 
 
 @dataclass
@@ -236,24 +252,12 @@ class UnlearnConfig:
         default_factory=RmuConfig,
         metadata={"help": "the rmu rows (representation misdirection)"},
     )
-    edit: EditConfig = field(
-        default_factory=EditConfig,
-        metadata={"help": "the edit rows (closed-form key-to-value edits)"},
-    )
-    revs: RevsConfig = field(
-        default_factory=RevsConfig,
-        metadata={"help": "the revs rows (rank edits of MLP neurons in the vocabulary space)"},
-    )
     loop: LoopConfig = field(
         default_factory=LoopConfig, metadata={"help": "the loop rows (dfsu-loop, distill-loop)"}
     )
     undo: UndoConfig = field(
         default_factory=UndoConfig,
         metadata={"help": "the undo rows (a copy distilled from the LoRA unlearning)"},
-    )
-    reset: ResetConfig = field(
-        default_factory=ResetConfig,
-        metadata={"help": "the reset rows (the MLP neurons that hold the values reset, repaired)"},
     )
     # written and read as unlearning.<name> (``config_to_dict`` and ``_build`` unfold it)
     plugins: dict[str, Any] = field(
@@ -312,27 +316,54 @@ class UnlearnConfig:
         ):
             _check(not project or self.retain_weight > 0, key, "needs unlearning.retain_weight > 0")
 
+    def __getattr__(self, name: str) -> Any:
+        # only for names that are no field: a lazy shipped group, at its defaults when unset
+        if name in LAZY_GROUPS and "plugins" in self.__dict__:
+            if name not in self.plugins:
+                self.plugins[name] = lazy_group(name)()
+            return self.plugins[name]
+        raise AttributeError(name)
+
     def group(self, name: str) -> Any:
-        """The settings group of the registered plug-in method ``name``."""
+        """The settings group ``name``: a registered plug-in method's or a shipped one (a
+        lazy one read at its defaults where unset)."""
+        if name in self.groups():
+            return getattr(self, name)
         if name not in self.plugins:
             raise DfsuError(f"unlearning.{name}: no registered method has this settings group")
         return self.plugins[name]
 
     @classmethod
     def groups(cls) -> tuple[str, ...]:
-        """The names of its settings groups (npo, distill, ..., loop, undo, reset)."""
+        """The names of its shipped settings groups (npo, distill, ..., loop, undo and the
+        lazy edit, revs, reset)."""
         fields = dataclasses.fields(cls)
-        return tuple(f.name for f in fields if dataclasses.is_dataclass(f.default_factory))
+        shipped = tuple(f.name for f in fields if dataclasses.is_dataclass(f.default_factory))
+        return shipped + tuple(LAZY_GROUPS)
+
+    def with_every_group(self) -> UnlearnConfig:
+        """Itself with every lazy group read (at its defaults where unset): what ``dfsu
+        config`` and a run directory's config.yaml show."""
+        for name in LAZY_GROUPS:
+            getattr(self, name)
+        return self
 
     def reading(self, groups: tuple[str, ...], stage: str) -> UnlearnConfig:
         """These settings as a stage of one method sees them: its ``groups`` and the shared
         settings; every other group ``Unread`` (out of the stage's key; reading it is an
         error naming ``stage``)."""
-        unread = {g: Unread(f"unlearning.{g}", stage) for g in self.groups() if g not in groups}
+        fields = {f.name for f in dataclasses.fields(self)}
+        unread = {
+            g: Unread(f"unlearning.{g}", stage)
+            for g in self.groups()
+            if g not in groups and g in fields
+        }
+        for name in set(groups) & set(LAZY_GROUPS):  # read: at its defaults where unset
+            getattr(self, name)
         plugins = {
             name: value if name in groups else Unread(f"unlearning.{name}", stage)
             for name, value in self.plugins.items()
-        }
+        } | {n: Unread(f"unlearning.{n}", stage) for n in LAZY_GROUPS if n not in groups}
         return dataclasses.replace(self, **unread, plugins=plugins)
 
     def for_loop(self) -> UnlearnConfig:

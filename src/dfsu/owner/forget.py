@@ -44,7 +44,7 @@ from dfsu.rundir import RunPaths, create_run_dir, owner_only, save_config
 from dfsu.runlock import hold
 from dfsu.stage_table import Recipe
 from dfsu.stages.seal import seal_public
-from dfsu.unlearning.methods import METHODS, built_on
+from dfsu.unlearning.methods import METHODS, built_on, settings_groups
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,9 @@ def forget(
     started = time.time()
     out = forget_dir(out)
     paths = RunPaths(out)
-    save_config(out, cfg)
+    for group in settings_groups(METHODS[chosen.method], chosen.data):  # in config.yaml
+        cfg.unlearning.group(group)
+    save_config(out, cfg, every_group=False)
     owner = Owner(out, model)
     # "target": the model, as given
     stage = Stages(cfg, out, set(force or []), keys={"target": model_fingerprint(model)})
