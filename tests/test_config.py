@@ -281,6 +281,41 @@ def test_an_unlearning_is_keyed_by_its_methods_groups_alone(tmp_path):
     assert seen.npo.beta == 0.1
     with pytest.raises(DfsuError, match="unlearn:x: reads unlearning.undo.steps"):
         _ = seen.undo.steps
+    with pytest.raises(DfsuError, match="unlearn:x: reads unlearning.reset.budget"):
+        _ = seen.reset.budget  # a lazy group, never read before: unreadable all the same
+    reset = Recipe("reset", "loop", "self")
+    assert key(["unlearning.reset.budget=0.5"], reset) != key([], reset)
+
+
+def test_the_lazy_groups_load_when_a_config_sets_or_reads_them_and_not_before(capsys):
+    """edit, revs and reset's settings (``config.unlearn.LAZY_GROUPS``) are imported the first
+    time a config sets or reads them, so `dfsu forget`'s default loads none (break: import
+    ResetConfig at the top of config/unlearn.py). RUN/config.yaml and `dfsu config` show them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from dfsu.config import load_config\n"
+        "seen = lambda: 'dfsu.config.reset' in sys.modules\n"
+        "cfg = load_config('tiny')\n"
+        "print(seen(), cfg.unlearning.reset.budget, seen())\n"
+        "print(load_config('tiny', ['unlearning.reset.budget=0.5']).unlearning.reset.budget)\n"
+    )
+    lines = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert lines[:2] == ["False 0.02 True", "0.5"]
+    cfg = load_config("tiny")
+    assert "reset" not in yaml.safe_load(dump_config(cfg))["unlearning"]  # forget's OUT
+    cfg.unlearning.with_every_group()
+    every = yaml.safe_load(dump_config(cfg))["unlearning"]
+    assert every["reset"]["budget"] == 0.02 and every["revs"] and every["edit"]
+    from dfsu.cli import main
+
+    assert main(["config", "--config", "tiny"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)["unlearning"]
+    assert shown["reset"] == every["reset"] and shown["revs"] == every["revs"]
 
 
 def test_a_sweep_grid_may_use_an_old_key():
