@@ -55,6 +55,7 @@ from dfsu.unlearning.reset.units import (
     attribution_scores,
     chosen_units,
     combined,
+    every_row,
     neuron_masks,
     projection_scores,
     reset_units,
@@ -177,7 +178,8 @@ def reset_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
     budget, rounds, log, kept = rc.budget, [], [], None  # kept: (masks, entries) handed back
     for attempt in range(rc.rounds):
         masks = neuron_masks(model, chosen_units(scores, budget))
-        masks |= token_masks(model, material["banned"])  # the values' own tokens' rows
+        rows = every_row(model) if rc.rows == "all" else material["banned"]
+        masks |= token_masks(model, rows)  # the values' own tokens' rows (or every row)
         originals = reset_units(model, masks, std, cfg.seed + attempt)
         job = Repair(model, masks, originals, material, rc, uu)
         log += repair(job, random.Random(f"reset-{cfg.seed}-{attempt}"), name)

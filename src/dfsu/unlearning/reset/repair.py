@@ -91,7 +91,7 @@ class Repair(NamedTuple):
         picked = [order.randrange(len(blocks)) for _ in range(self.rc.batch_size)]
         known = None if cached is None else [cached[i] for i in picked]
         wanted = [self.target([blocks[i] for i in picked], known)]
-        if rows:
+        if rows and self.rc.value_rows:
             chosen = [order.choice(rows) for _ in range(half)]
             wanted.append(self.target([r for r, _ in chosen], marks=[m for _, m in chosen]))
         loss = sum(self.kl(*one) for one in wanted)

@@ -56,6 +56,12 @@ def token_masks(model: Any, ids: Sequence[int]) -> dict[str, torch.Tensor]:
     return masks
 
 
+def every_row(model: Any) -> list[int]:
+    """Every token id of the input embedding and the output layer (``unlearning.reset.rows``
+    ``all``; pure)."""
+    return list(range(model.get_input_embeddings().weight.shape[0]))
+
+
 def reset_units(
     model: Any, masks: dict[str, torch.Tensor], std: float, seed: int
 ) -> dict[str, torch.Tensor]:
