@@ -18,6 +18,7 @@ from dfsu.unlearning.reset.units import (
     attribution_scores,
     chosen_units,
     combined,
+    every_row,
     neuron_masks,
     projection_scores,
     reset_units,
@@ -124,6 +125,45 @@ def test_the_values_own_tokens_rows_are_reset_and_nothing_else(kind):
             assert torch.equal(param, before[name]), name
 
 
+@pytest.mark.parametrize("kind", ["gpt_neox", "gpt2"])
+def test_every_row_draws_the_vocabulary_afresh_and_leaves_the_blocks_bit_identical(kind):
+    model = _model(kind)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    masks = token_masks(model, every_row(model))
+    reset_units(model, masks, 0.02, seed=0)
+    for name, param in model.named_parameters():
+        if name in masks:  # every row of the input embedding and the output layer
+            assert bool((param != before[name]).any(-1).all()), name
+        else:  # a break: a block's tensor among them
+            assert torch.equal(param, before[name]), name
+
+
+@pytest.mark.parametrize("value_rows", [True, False])
+def test_the_repair_reads_the_rows_where_values_were_only_when_asked(value_rows):
+    model = _model()
+    read = []
+
+    class Spy(Repair):
+        def target(self, batch, known=None, marks=None):
+            read.append(marks is not None)
+            return super().target(batch, known, marks)
+
+    material = {
+        "banned": [11],
+        "pad": 0,
+        "blocks": [[1, 2, 3, 4, 5, 6]],
+        "rows": [([0, 3, 4, 11], [False, False, True, False])],
+        "samples": [],
+        "marks": [],
+    }
+    masks = token_masks(model, every_row(model))
+    originals = reset_units(model, masks, 0.02, seed=0)
+    rc = SimpleNamespace(batch_size=2, value_rows=value_rows)
+    uu = SimpleNamespace(temperature=1.0, top=0)
+    Spy(model, masks, originals, material, rc, uu).loss(random.Random(0), None)
+    assert read[0] is False and any(read) is value_rows  # a break: the setting ignored
+
+
 def test_the_repairs_targets_give_the_values_no_mass():
     from dfsu.unlearning.teacher import NO_MASS
 
@@ -154,7 +194,7 @@ def test_repair_trains_the_reset_entries_alone_and_away_from_the_values():
         "samples": [],
         "marks": [],
     }
-    rc = SimpleNamespace(steps=20, lr=1e-2, batch_size=2)
+    rc = SimpleNamespace(steps=20, lr=1e-2, batch_size=2, value_rows=True)
     uu = SimpleNamespace(temperature=1.0, top=0)
     repair(Repair(model, masks, originals, material, rc, uu), random.Random(0), "test")
     for name, param in model.named_parameters():
