@@ -352,11 +352,10 @@ class UnlearnConfig:
         """These settings as a stage of one method sees them: its ``groups`` and the shared
         settings; every other group ``Unread`` (out of the stage's key; reading it is an
         error naming ``stage``)."""
-        fields = {f.name for f in dataclasses.fields(self)}
         unread = {
             g: Unread(f"unlearning.{g}", stage)
             for g in self.groups()
-            if g not in groups and g in fields
+            if g not in groups and g not in LAZY_GROUPS  # those: in ``plugins`` below
         }
         for name in set(groups) & set(LAZY_GROUPS):  # read: at its defaults where unset
             getattr(self, name)

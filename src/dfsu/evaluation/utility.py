@@ -231,16 +231,23 @@ def suffix_nll(
         pieces.append((context + target, len(context)))
     out: list[float] = []
     for i in range(0, len(pieces), batch_size):
-        chunk = pieces[i : i + batch_size]
-        ids, mask, labels = _piece_batch(chunk, pad_id)
-        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
-        targets = labels[:, 1:].to(device)
-        nll = torch.nn.functional.cross_entropy(
-            logits[:, :-1].transpose(1, 2), targets, ignore_index=-100, reduction="none"
-        )
-        counts = (targets != -100).sum(1).clamp(min=1)
-        out += (nll.sum(1) / counts).tolist()
+        out += _piece_nll(model, pieces[i : i + batch_size], pad_id, device)[1]
     return out
+
+
+def _piece_nll(
+    model: Any, chunk: list[tuple[list[int], int]], pad_id: int, device: Any
+) -> tuple[torch.Tensor, list[float]]:
+    """Per-token NLL of a batch of (ids, context length) pieces ([B, T-1], 0 where not read)
+    and each piece's mean over its tokens after the context."""
+    ids, mask, labels = _piece_batch(chunk, pad_id)
+    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+    targets = labels[:, 1:].to(device)
+    nll = torch.nn.functional.cross_entropy(
+        logits[:, :-1].transpose(1, 2), targets, ignore_index=-100, reduction="none"
+    )
+    counts = (targets != -100).sum(1).clamp(min=1)
+    return nll, (nll.sum(1) / counts).tolist()
 
 
 def word_sums(text: str, offsets: list[tuple[int, int]], nll: list[float]) -> list[float]:
@@ -278,14 +285,8 @@ def nll_by_word(
     means: list[float] = []
     words: list[list[float]] = []
     for i in range(0, len(pieces), batch_size):
-        ids, mask, labels = _piece_batch(pieces[i : i + batch_size], pad_id)
-        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
-        targets = labels[:, 1:].to(device)
-        nll = torch.nn.functional.cross_entropy(
-            logits[:, :-1].transpose(1, 2), targets, ignore_index=-100, reduction="none"
-        )
-        counts = (targets != -100).sum(1).clamp(min=1)
-        means += (nll.sum(1) / counts).tolist()
+        nll, batch_means = _piece_nll(model, pieces[i : i + batch_size], pad_id, device)
+        means += batch_means
         for row, e in enumerate(encoded[i : i + batch_size]):
             start = len(context) - 1  # the first text token's prediction
             values = nll[row, start : start + len(e["input_ids"])].tolist()
