@@ -222,6 +222,7 @@ def test_a_reset_row_changes_only_the_mlps_and_the_value_tokens(trained_micro_ru
     rounds = summary["distillation"]["rounds"]
     # the gate widens when the depth reading says inside (a break: one round whatever it reads)
     assert len(rounds) == 2 and rounds[0]["inside"] and rounds[1]["budget"] > rounds[0]["budget"]
+    assert 0 < rounds[0]["share"] < rounds[1]["share"] < 1  # the share of weights drawn afresh
     changed = changed_parameters(run / "target", out / "merged")
     # the MLPs and the values' own token rows (input embedding, output layer), nothing else
     kept = (".mlp.", "embed_in.weight", "embed_out.weight")

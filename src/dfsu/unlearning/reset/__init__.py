@@ -183,7 +183,7 @@ def reset_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         originals = reset_units(model, masks, std, cfg.seed + attempt)
         job = Repair(model, masks, originals, material, rc, uu)
         log += repair(job, random.Random(f"reset-{cfg.seed}-{attempt}"), name)
-        rounds.append({"budget": budget, **reading(model, before)})
+        rounds.append({"budget": budget, "share": _share(model, masks), **reading(model, before)})
         info(f"reset {name}: round {attempt + 1}: {rounds[-1]}")
         if not rounds[-1]["within_bound"]:
             if kept is not None:  # past the bound: the round before, the widest within it
@@ -301,6 +301,12 @@ def _put(model: Any, masks: dict, values: dict) -> None:
     with torch.no_grad():
         for name, mask in masks.items():
             params[name][mask] = values[name]
+
+
+def _share(model: Any, masks: dict) -> float:
+    """The share of all the model's weights drawn afresh (the round's trainable share)."""
+    total = sum(p.numel() for p in model.parameters())
+    return round(sum(int(m.sum()) for m in masks.values()) / total, 5)
 
 
 def _entries(model: Any, masks: dict) -> dict:
