@@ -175,11 +175,11 @@ def reset_model(cfg: Any, owner: Any, data: str, name: str, truth: list | None =
         rc.score,
     )  # localize
     std = float(getattr(model.config, "initializer_range", 0.02))
+    # the rows drawn afresh in every round: the values' own tokens' (or every row)
+    token_rows = token_masks(model, every_row(model) if rc.rows == "all" else material["banned"])
     budget, rounds, log, kept = rc.budget, [], [], None  # kept: (masks, entries) handed back
     for attempt in range(rc.rounds):
-        masks = neuron_masks(model, chosen_units(scores, budget))
-        rows = every_row(model) if rc.rows == "all" else material["banned"]
-        masks |= token_masks(model, rows)  # the values' own tokens' rows (or every row)
+        masks = neuron_masks(model, chosen_units(scores, budget)) | token_rows
         originals = reset_units(model, masks, std, cfg.seed + attempt)
         job = Repair(model, masks, originals, material, rc, uu)
         log += repair(job, random.Random(f"reset-{cfg.seed}-{attempt}"), name)
