@@ -66,6 +66,11 @@ COLUMNS = [
     ("MIA AUC", lambda r: _attack(r, "mia", "AUC"), None, 1),
     # the tokenizer alone over the same found values (evaluation.depth.owner_tokenizer)
     ("owner tokenizer", lambda r: _depth(r, "tokenizer", "AUC"), None, 1),
+    # what the row cost: its unlearning stage's seconds and FLOPs (RUN/profile.json) and the
+    # percent of the model's weights it trained
+    ("seconds", lambda r: _cost(r, "seconds"), None, 0),
+    ("TFLOPs", lambda r: _cost(r, "flops", 1e12), None, 1),
+    ("trained %", lambda r: _cost(r, "share"), None, 1),
 ]
 
 
@@ -80,6 +85,11 @@ def _attack(row: dict, name: str, key: str) -> float | None:
     attacks = row.get("attacks") or {}
     got = attacks.get(name) or (attacks.get("lens:10") if name == "lens" else None) or {}
     return got.get(key)
+
+
+def _cost(row: dict, key: str, unit: float = 1.0) -> float | None:
+    value = (row.get("cost") or {}).get(key)
+    return None if value is None else value / unit
 
 
 def _probe(row: dict) -> dict:

@@ -181,6 +181,20 @@ def test_a_single_results_file_gets_its_own_table_with_intervals(tmp_path):
     assert "| oracle | 8.8 [7.8, 9.8] | 0.0 | 0.0 | 4.18 | 78.2 | 32 |" in doc.read_text()
 
 
+def test_a_rows_cost_is_three_columns_seconds_tflops_and_the_trained_share(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    row = _row("reset", 1.0, 0.0, 3.9, 100.0, 3)
+    cost = {"seconds": 497.0, "flops": 1.09e13, "share": 47.6}
+    (results / "cost.json").write_text(_results([row, {**row, "method": "x", "cost": cost}]))
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n")
+    _tables("--results", str(results), "--doc", str(doc))
+    text = doc.read_text()
+    assert "| seconds | TFLOPs | trained % |" in text
+    assert "| 497 | 10.9 | 47.6 |" in text and "| – | – | – |" in text
+
+
 def test_a_sweep_over_seeds_is_one_seeded_table_with_a_row_per_setting(tmp_path):
     """A sweep.json with a seed axis: each setting a row across seeds, the row no setting
     reaches (the same at every point of a seed) once."""
